@@ -1,0 +1,12 @@
+const UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+
+/**
+ * Parses a duration like `20s`, `500ms`, `1.5m` or `2h` into ms (a bare number means seconds, as
+ * the seed's `--timeout` did). Returns `undefined` for anything else, zero or negative included.
+ */
+export function parseDuration(text: string): number | undefined {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+  if (match === null) return undefined;
+  const ms = Number(match[1]) * (UNITS[match[2] ?? 's'] ?? 1_000);
+  return ms > 0 && Number.isFinite(ms) ? ms : undefined;
+}

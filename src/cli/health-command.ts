@@ -1,0 +1,134 @@
+import { parseArgs, styleText } from 'node:util';
+import { parseDuration } from './duration.js';
+
+/** Where a command writes: injected so tests and the bin share one code path. */
+export interface CommandIO {
+  readonly stdout: NodeJS.WritableStream & { isTTY?: boolean };
+  readonly stderr: NodeJS.WritableStream;
+}
+
+/** Exit codes of `lifeline health` (SPEC §11). */
+export const EXIT_PASS = 0;
+export const EXIT_FAIL = 1;
+export const EXIT_UNREACHABLE = 2;
+
+const PROBES = ['live', 'ready', 'startup'] as const;
+const DEFAULT_URL = 'http://127.0.0.1:5555';
+
+export const HEALTH_USAGE = `Usage: lifeline health [--url URL] [--probe live|ready|startup] [--timeout 20s] [--json]
+
+Asks a lifeline probe server for its verdicts.
+  --url URL        probe server base URL (default ${DEFAULT_URL})
+  --probe NAME     live, ready or startup (default ready)
+  --timeout DUR    give up after DUR: 500ms, 20s, 1m (default 20s)
+  --json           print the probe's JSON body instead of text
+Exit codes: 0 pass, 1 fail, 2 unreachable or bad arguments.
+`;
+
+interface ProbeBody {
+  status: 'pass' | 'fail';
+  healthy: string[];
+  unhealthy: string[];
+}
+
+/** `lifeline health`: returns the exit code. */
+export async function healthCommand(args: readonly string[], io: CommandIO): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...args],
+      options: {
+        url: { type: 'string', default: DEFAULT_URL },
+        probe: { type: 'string', default: 'ready' },
+        timeout: { type: 'string', default: '20s' },
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (err) {
+    return usageError(io, (err as Error).message);
+  }
+  if (parsed.help) {
+    io.stdout.write(HEALTH_USAGE);
+    return EXIT_PASS;
+  }
+  const probe = PROBES.find((p) => p === parsed.probe);
+  if (probe === undefined) return usageError(io, `invalid --probe ${JSON.stringify(parsed.probe)}: expected live, ready or startup`);
+  const timeoutMs = parseDuration(parsed.timeout);
+  if (timeoutMs === undefined) return usageError(io, `invalid --timeout ${JSON.stringify(parsed.timeout)}: expected a duration such as 500ms, 20s or 1m`);
+  const target = probeUrl(parsed.url, probe);
+  if (target === undefined) return usageError(io, `invalid --url ${JSON.stringify(parsed.url)}: expected an http:// or https:// URL`);
+
+  let body: ProbeBody;
+  try {
+    const response = await fetch(target, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'application/json' } });
+    const text = await response.text();
+    const decoded = (response.status === 200 || response.status === 503) && decodeBody(text);
+    if (!decoded) {
+      io.stderr.write(`lifeline health: unexpected answer from ${target.href}: HTTP ${response.status}\n`);
+      return EXIT_UNREACHABLE;
+    }
+    body = decoded;
+  } catch (err) {
+    io.stderr.write(`lifeline health: could not reach ${target.href}: ${reason(err, timeoutMs)}\nIs the service running with its probe server on that address?\n`);
+    return EXIT_UNREACHABLE;
+  }
+
+  if (parsed.json) io.stdout.write(`${JSON.stringify(body)}\n`);
+  else io.stdout.write(formatText(body, io.stdout));
+  return body.status === 'pass' ? EXIT_PASS : EXIT_FAIL;
+}
+
+function formatText(body: ProbeBody, stream: CommandIO['stdout']): string {
+  const pass = body.status === 'pass';
+  const paint = (color: 'green' | 'red', text: string): string => styleText(color, text, { stream, validateStream: true });
+  const lines = [`Health: ${paint(pass ? 'green' : 'red', pass ? 'PASS' : 'FAIL')}`, `=== ${body.healthy.length} healthy components ===`];
+  if (body.healthy.length > 0) lines.push(paint('green', body.healthy.join(', ')));
+  lines.push(`=== ${body.unhealthy.length} unhealthy components ===`);
+  if (body.unhealthy.length > 0) lines.push(paint('red', body.unhealthy.join(', ')));
+  return `${lines.join('\n')}\n`;
+}
+
+/** The probe URL: `--url` as given when it already names a probe path, else its base plus `/<probe>`. */
+function probeUrl(base: string, probe: (typeof PROBES)[number]): URL | undefined {
+  let url: URL;
+  try {
+    url = new URL(base);
+  } catch {
+    return undefined;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
+  if (/\/(live|ready|startup)$/.test(url.pathname)) return url;
+  url.pathname = `${url.pathname.replace(/\/+$/, '')}/${probe}`;
+  return url;
+}
+
+function decodeBody(text: string): ProbeBody | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { status, healthy, unhealthy } = value as Record<string, unknown>;
+  if ((status !== 'pass' && status !== 'fail') || !isNames(healthy) || !isNames(unhealthy)) return undefined;
+  return { status, healthy: [...healthy].sort(), unhealthy: [...unhealthy].sort() };
+}
+
+function isNames(value: unknown): value is string[] {
+  return Array.isArray(value) && value.every((name) => typeof name === 'string');
+}
+
+function reason(err: unknown, timeoutMs: number): string {
+  if (err instanceof DOMException && err.name === 'TimeoutError') return `no answer within ${timeoutMs} ms`;
+  const cause = err instanceof Error && err.cause instanceof Error ? err.cause : err;
+  return cause instanceof Error ? cause.message : String(cause);
+}
+
+function usageError(io: CommandIO, message: string): number {
+  io.stderr.write(`lifeline health: ${message}\n\n${HEALTH_USAGE}`);
+  return EXIT_UNREACHABLE;
+}

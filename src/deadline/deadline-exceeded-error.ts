@@ -1,0 +1,36 @@
+/** Where a deadline came from (SPEC §6). */
+export type DeadlineSource = 'tick' | 'inbound' | 'scope' | 'policy';
+
+/** The reason a deadline aborts work: the deadline passed before the work finished. */
+export class DeadlineExceededError extends Error {
+  override readonly name = 'DeadlineExceededError';
+  readonly code = 'ERR_DEADLINE_EXCEEDED';
+  /** The deadline that passed, epoch ms. */
+  readonly deadline: number;
+  /** Where that deadline came from. */
+  readonly source: DeadlineSource;
+
+  constructor(deadline: number, source: DeadlineSource, options?: ErrorOptions) {
+    super(`deadline exceeded (${source} deadline ${new Date(deadline).toISOString()})`, options);
+    this.deadline = deadline;
+    this.source = source;
+  }
+}
+
+// Cause chains are user data: bound the walk so a cyclic or absurd chain cannot hang us.
+const MAX_CAUSE_DEPTH = 16;
+
+/**
+ * True when `err`, or any error in its `cause` chain, is a deadline expiry. Fetch wraps dispatcher
+ * errors in `TypeError('fetch failed')`, so checking only the top level would miss most of them.
+ * Matching on `code` also recognises errors from another copy of lifeline in the same process.
+ */
+export function isDeadlineExceeded(err: unknown): boolean {
+  let current: unknown = err;
+  for (let depth = 0; depth < MAX_CAUSE_DEPTH && current !== null && typeof current === 'object'; depth++) {
+    if (current instanceof DeadlineExceededError) return true;
+    if ((current as { code?: unknown }).code === 'ERR_DEADLINE_EXCEEDED') return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}

@@ -1,0 +1,159 @@
+import { context, createContextKey, type Context } from '@opentelemetry/api';
+import { invalidOption } from '../errors/index.js';
+import { ensureContextManager } from './context-manager.js';
+import { DeadlineExceededError, type DeadlineSource } from './deadline-exceeded-error.js';
+
+/** The deadline in force for the current work (SPEC §6). */
+export interface Deadline {
+  /** The deadline, epoch ms. */
+  readonly at: number;
+  /** Where it came from. */
+  readonly source: DeadlineSource;
+  /** Milliseconds left, never negative. */
+  remainingMs(): number;
+  /**
+   * Aborts at the deadline with a {@link DeadlineExceededError} reason, for APIs that take a
+   * signal. Created on first read; its timer is released when the scope's work settles.
+   */
+  readonly signal: AbortSignal;
+}
+
+const DEADLINE_KEY = createContextKey('lifeline.deadline');
+// setTimeout overflows above 2^31-1 ms and fires at once; longer waits re-arm in steps.
+const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * One deadline and its lazily created signal. Most deadlines are only compared, never awaited, so
+ * no timer or AbortController exists until someone reads `signal`.
+ */
+export class DeadlineScope implements Deadline {
+  readonly at: number;
+  readonly source: DeadlineSource;
+  #controller: AbortController | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #released = false;
+
+  constructor(at: number, source: DeadlineSource) {
+    this.at = at;
+    this.source = source;
+  }
+
+  remainingMs(): number {
+    return Math.max(0, this.at - Date.now());
+  }
+
+  get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      this.#arm();
+    }
+    return this.#controller.signal;
+  }
+
+  /** Stops the timer: the work this deadline bounded has settled. Idempotent. */
+  release(): void {
+    this.#released = true;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #arm(): void {
+    const remaining = this.at - Date.now();
+    if (remaining <= 0) {
+      this.#timer = undefined;
+      this.#controller?.abort(new DeadlineExceededError(this.at, this.source));
+    } else if (!this.#released) {
+      // Timers may fire a millisecond early; #arm re-checks the clock before aborting.
+      this.#timer = setTimeout(() => {
+        this.#arm();
+      }, Math.min(remaining, MAX_TIMER_MS)).unref();
+    }
+  }
+}
+
+/** The deadline carried by `ctx`, if any. */
+export function deadlineOf(ctx: Context): DeadlineScope | undefined {
+  return ctx.getValue(DEADLINE_KEY) as DeadlineScope | undefined;
+}
+
+/** `ctx` carrying `scope` as its deadline. The caller keeps deadlines shrinking. */
+export function contextWithDeadline(ctx: Context, scope: DeadlineScope): Context {
+  return ctx.setValue(DEADLINE_KEY, scope);
+}
+
+/** The deadline in force for the current work, or `undefined` when nothing bounds it. */
+export function currentDeadline(): Deadline | undefined {
+  return deadlineOf(context.active());
+}
+
+/**
+ * Runs `fn` with the deadline `min(current deadline, at)` in the OpenTelemetry context, so every
+ * remote call made anywhere below it is bounded by it. Returns what `fn` returns.
+ * @param at - epoch ms or a `Date`.
+ * @throws LifelineError `ERR_INVALID_OPTION` when `at` is not a finite time.
+ */
+export function withDeadline<T>(at: number | Date, fn: () => T): T {
+  const ms = at instanceof Date ? at.getTime() : at;
+  if (typeof ms !== 'number' || !Number.isFinite(ms)) throw invalidOption('deadline', at, 'a finite epoch-ms number or a valid Date');
+  return runWithDeadline(ms, 'scope', fn);
+}
+
+/**
+ * Runs `fn` with a deadline `ms` milliseconds from now (never later than the current one).
+ * @throws LifelineError `ERR_INVALID_OPTION` when `ms` is negative or not finite.
+ */
+export function withTimeout<T>(ms: number, fn: () => T): T {
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) throw invalidOption('timeout', ms, 'a finite number of ms >= 0');
+  return runWithDeadline(Date.now() + ms, 'scope', fn);
+}
+
+function runWithDeadline<T>(at: number, source: DeadlineSource, fn: () => T): T {
+  ensureContextManager();
+  const active = context.active();
+  const current = deadlineOf(active);
+  // Deadlines only shrink: a later one changes nothing, not even the source.
+  if (current !== undefined && current.at <= at) return fn();
+  const scope = new DeadlineScope(at, source);
+  return runThenSettle(
+    () => context.with(contextWithDeadline(active, scope), fn),
+    () => {
+      scope.release();
+    },
+  );
+}
+
+/** How a piece of work ended. */
+export type Settlement = { readonly failed: false } | { readonly failed: true; readonly error: unknown };
+
+const FULFILLED: Settlement = { failed: false };
+
+/**
+ * Calls `run`, then `done` once its result has settled: at once for a plain value or a throw, after
+ * the promise for a thenable. Returns the result unchanged: the same value, rejection or throw.
+ */
+export function runThenSettle<T>(run: () => T, done: (settlement: Settlement) => void): T {
+  let result: T;
+  try {
+    result = run();
+  } catch (error) {
+    done({ failed: true, error });
+    throw error;
+  }
+  if (isThenable(result)) {
+    result.then(
+      () => {
+        done(FULFILLED);
+      },
+      (error: unknown) => {
+        done({ failed: true, error });
+      },
+    );
+    return result;
+  }
+  done(FULFILLED);
+  return result;
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
+}

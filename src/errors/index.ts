@@ -1,0 +1,1 @@
+export { LifelineError, invalidOption, type LifelineErrorCode } from './lifeline-error.js';

@@ -1,0 +1,31 @@
+/** Error codes carried by {@link LifelineError}. */
+export type LifelineErrorCode =
+  | 'ERR_INVALID_OPTION'
+  | 'ERR_DUPLICATE_COMPONENT'
+  | 'ERR_NOT_REGISTERED'
+  | 'ERR_CLOSED'
+  | 'ERR_TICK_ALREADY_RUN';
+
+/** The error lifeline throws for misuse of its API; `code` says which misuse. */
+export class LifelineError extends Error {
+  override readonly name = 'LifelineError';
+  readonly code: LifelineErrorCode;
+
+  constructor(code: LifelineErrorCode, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/** An `ERR_INVALID_OPTION` error whose message names the option and the value given. */
+export function invalidOption(option: string, value: unknown, expected: string): LifelineError {
+  return new LifelineError('ERR_INVALID_OPTION', `invalid ${option}: ${describe(value)} (expected ${expected})`);
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  if (value === undefined || value === null) return String(value);
+  if (value instanceof Date) return `Date(${Number.isNaN(value.getTime()) ? 'Invalid' : value.toISOString()})`;
+  return typeof value;
+}

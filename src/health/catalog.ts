@@ -1,0 +1,200 @@
+import { trace, type TracerProvider, type Tracer } from '@opentelemetry/api';
+import { ensureContextManager } from '../deadline/index.js';
+import { invalidOption, LifelineError } from '../errors/index.js';
+import { SCOPE_NAME } from '../semconv/index.js';
+import { ComponentHandle } from './component.js';
+import type { ComponentProbe } from './tick.js';
+
+/** Options of a {@link Health} catalog. */
+export interface HealthOptions {
+  /** Ms between ping rounds. Default 15 000. */
+  interval?: number;
+  /** Ticks a component may leave untaken before it is unhealthy. Default 2. */
+  buffer?: number;
+  /** Where tick spans go. Default: the global tracer provider. */
+  tracerProvider?: TracerProvider;
+}
+
+/** Options of one registration. */
+export interface RegisterOptions {
+  /** Healthy once means healthy forever: stop pinging after the first healthy round. */
+  once?: boolean;
+}
+
+/** The probe a status is asked for. */
+export type ProbeKind = 'live' | 'ready' | 'startup';
+
+/** The verdicts for one probe. Names are sorted; `ok` iff `unhealthy` is empty. */
+export interface HealthStatus {
+  readonly ok: boolean;
+  readonly healthy: readonly string[];
+  readonly unhealthy: readonly string[];
+}
+
+/** The catalog's own entry: it watches that ping rounds keep happening. */
+export const SELF_COMPONENT = 'healthcheck';
+
+const PROBE_KINDS: readonly ProbeKind[] = ['live', 'ready', 'startup'];
+const MEMBERS: Record<ProbeKind, readonly ComponentProbe[]> = {
+  live: ['liveness'],
+  ready: ['liveness', 'readiness'],
+  startup: ['startup'],
+};
+
+interface Verdicts {
+  healthy: string[];
+  unhealthy: string[];
+}
+
+/**
+ * A health catalog (SPEC §4). Every `interval` it offers each registered component a tick; a
+ * component whose tick buffer is full when offered one is unhealthy. Verdicts change only at ping
+ * rounds, so `status()` is a cheap read that never waits on a component.
+ */
+export class Health {
+  /** Ms between ping rounds. */
+  readonly interval: number;
+  /** Tick buffer size of each component. */
+  readonly buffer: number;
+  readonly #tracer: Tracer;
+  readonly #components = new Map<string, ComponentHandle>();
+  #timer: NodeJS.Timeout | undefined;
+  /** What the self-check measures from: the last round, or when the timer (re)started. */
+  #lastRound = 0;
+  #closed = false;
+  /** Sorted verdicts per probe, rebuilt after a round or a (de)registration changed them. */
+  #verdicts: Partial<Record<ProbeKind, Verdicts>> = {};
+
+  constructor(options: HealthOptions = {}) {
+    const { interval = 15_000, buffer = 2, tracerProvider } = options;
+    if (typeof interval !== 'number' || !Number.isFinite(interval) || interval <= 0) throw invalidOption('interval', interval, 'a finite number of ms > 0');
+    if (typeof buffer !== 'number' || !Number.isInteger(buffer) || buffer < 1) throw invalidOption('buffer', buffer, 'an integer >= 1');
+    this.interval = interval;
+    this.buffer = buffer;
+    this.#tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);
+  }
+
+  /** Registers a component for liveness (and therefore readiness). */
+  registerLiveness(name: string, options?: RegisterOptions): ComponentHandle {
+    return this.#register(name, 'liveness', options?.once ?? false);
+  }
+
+  /** Registers a component for readiness only: a failing dependency takes the pod out of service without restarting it. */
+  registerReadiness(name: string, options?: RegisterOptions): ComponentHandle {
+    return this.#register(name, 'readiness', options?.once ?? false);
+  }
+
+  /** Registers a startup component; startup components are always `once`. */
+  registerStartup(name: string): ComponentHandle {
+    return this.#register(name, 'startup', true);
+  }
+
+  /**
+   * The verdicts for one probe: `live` = liveness components, `ready` = liveness ∪ readiness,
+   * `startup` = startup components; each with the catalog's own `healthcheck`.
+   */
+  status(probe: ProbeKind = 'ready'): HealthStatus {
+    if (!PROBE_KINDS.includes(probe)) throw invalidOption('probe', probe, "'live', 'ready' or 'startup'");
+    const verdicts = (this.#verdicts[probe] ??= this.#collect(probe));
+    const selfHealthy = this.#selfHealthy();
+    const healthy = selfHealthy ? insertSorted(verdicts.healthy, SELF_COMPONENT) : verdicts.healthy.slice();
+    const unhealthy = selfHealthy ? verdicts.unhealthy.slice() : insertSorted(verdicts.unhealthy, SELF_COMPONENT);
+    return { ok: unhealthy.length === 0, healthy, unhealthy };
+  }
+
+  /** Runs one ping round now: what the timer does every `interval`. */
+  check(): void {
+    if (this.#closed) return;
+    const now = Date.now();
+    const deadline = now + this.interval * this.buffer;
+    let changed = false;
+    for (const component of this.#components.values()) {
+      if (component.ping(now, deadline)) changed = true;
+    }
+    this.#lastRound = now;
+    if (changed) this.#verdicts = {};
+  }
+
+  /** Stops the timer and closes every handle; pending `next()` calls settle. Idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#stopTimer();
+    for (const component of this.#components.values()) component.close();
+    this.#components.clear();
+    this.#verdicts = {};
+  }
+
+  #register(name: string, probe: ComponentProbe, once: boolean): ComponentHandle {
+    if (typeof name !== 'string' || name.trim() === '') throw invalidOption('name', name, 'a non-empty string');
+    if (name === SELF_COMPONENT) throw invalidOption('name', name, `a name other than the reserved ${JSON.stringify(SELF_COMPONENT)}`);
+    if (typeof once !== 'boolean') throw invalidOption('once', once, 'a boolean');
+    if (this.#closed) throw new LifelineError('ERR_CLOSED', `cannot register ${JSON.stringify(name)}: the catalog is closed`);
+    if (this.#components.has(name)) throw new LifelineError('ERR_DUPLICATE_COMPONENT', `component ${JSON.stringify(name)} is already registered`);
+    ensureContextManager();
+    const now = Date.now();
+    const component = new ComponentHandle({
+      name,
+      probe,
+      once,
+      bufferSize: this.buffer,
+      registeredAt: now,
+      firstDeadline: now + this.interval,
+      tracer: this.#tracer,
+      onDeregister: (gone) => {
+        this.#deregister(gone);
+      },
+    });
+    this.#components.set(name, component);
+    this.#verdicts = {};
+    if (this.#timer === undefined) this.#startTimer(now);
+    return component;
+  }
+
+  #deregister(component: ComponentHandle): void {
+    this.#components.delete(component.name);
+    this.#verdicts = {};
+    if (this.#components.size === 0) this.#stopTimer();
+  }
+
+  #startTimer(now: number): void {
+    this.#lastRound = now;
+    // unref: a catalog never keeps a process alive.
+    this.#timer = setInterval(() => {
+      this.check();
+    }, this.interval).unref();
+  }
+
+  #stopTimer(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /**
+   * The self-check: rounds must keep coming while there is something to ping. With no components
+   * no timer runs and there is nothing to stall; a closed catalog checks nothing, so it fails.
+   */
+  #selfHealthy(): boolean {
+    if (this.#closed) return false;
+    if (this.#timer === undefined) return true;
+    return Date.now() - this.#lastRound <= 2 * this.interval;
+  }
+
+  #collect(probe: ProbeKind): Verdicts {
+    const members = MEMBERS[probe];
+    const healthy: string[] = [];
+    const unhealthy: string[] = [];
+    for (const component of this.#components.values()) {
+      if (members.includes(component.probe)) (component.healthy ? healthy : unhealthy).push(component.name);
+    }
+    return { healthy: healthy.sort(), unhealthy: unhealthy.sort() };
+  }
+}
+
+function insertSorted(sorted: readonly string[], name: string): string[] {
+  const result = sorted.slice();
+  let i = 0;
+  while (i < result.length && (result[i] as string) < name) i++;
+  result.splice(i, 0, name);
+  return result;
+}

@@ -1,0 +1,143 @@
+import type { Tracer } from '@opentelemetry/api';
+import { LifelineError } from '../errors/index.js';
+import { Tick, type ComponentProbe } from './tick.js';
+
+/** A tick waiting in a component's buffer: just two numbers until the component takes it. */
+interface BufferedTick {
+  readonly issuedAt: number;
+  readonly deadline: number;
+}
+
+/** @internal What a handle needs from its catalog. */
+export interface ComponentInit {
+  name: string;
+  probe: ComponentProbe;
+  once: boolean;
+  bufferSize: number;
+  registeredAt: number;
+  firstDeadline: number;
+  tracer: Tracer;
+  onDeregister: (component: ComponentHandle) => void;
+}
+
+/**
+ * A registered component's end of the catalog (SPEC §4): it takes ticks with `take()`, `next()` or
+ * `for await`, and stays healthy as long as it keeps its tick buffer from filling up.
+ */
+export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
+  /** The component's name, unique in its catalog. */
+  readonly name: string;
+  /** The probe this component answers to. */
+  readonly probe: ComponentProbe;
+  readonly #once: boolean;
+  readonly #bufferSize: number;
+  readonly #tracer: Tracer;
+  readonly #onDeregister: (component: ComponentHandle) => void;
+  readonly #buffer: BufferedTick[] = [];
+  readonly #waiters: ((tick: Tick | undefined) => void)[] = [];
+  #healthy = false;
+  #seq = 0;
+  #current: Tick | undefined;
+  #closed = false;
+  #deregistered = false;
+
+  /** @internal Handles come from `Health.register*`. */
+  constructor(init: ComponentInit) {
+    this.name = init.name;
+    this.probe = init.probe;
+    this.#once = init.once;
+    this.#bufferSize = init.bufferSize;
+    this.#tracer = init.tracer;
+    this.#onDeregister = init.onDeregister;
+    // A full buffer at registration: the component is unhealthy until it takes a tick and a round passes.
+    for (let i = 0; i < init.bufferSize; i++) this.#buffer.push({ issuedAt: init.registeredAt, deadline: init.firstDeadline });
+  }
+
+  /** @internal The verdict of the last ping round. */
+  get healthy(): boolean {
+    return this.#healthy;
+  }
+
+  /**
+   * @internal One ping round: offer a tick; the component is healthy iff its buffer had room.
+   * Returns whether the verdict changed.
+   */
+  ping(issuedAt: number, deadline: number): boolean {
+    if (this.#once && this.#healthy) return false;
+    const before = this.#healthy;
+    if (this.#buffer.length < this.#bufferSize) {
+      this.#healthy = true;
+      const waiter = this.#waiters.shift();
+      if (waiter === undefined) this.#buffer.push({ issuedAt, deadline });
+      else waiter(this.#issue({ issuedAt, deadline }));
+    } else {
+      this.#healthy = false;
+    }
+    return before !== this.#healthy;
+  }
+
+  /** The oldest buffered tick, or `undefined` when none is waiting (never blocks). */
+  take(): Tick | undefined {
+    if (this.#closed) return undefined;
+    const buffered = this.#buffer.shift();
+    return buffered === undefined ? undefined : this.#issue(buffered);
+  }
+
+  /** The next tick, waiting for one if none is buffered; `undefined` once the handle is closed. */
+  next(): Promise<Tick | undefined> {
+    const tick = this.take();
+    if (tick !== undefined || this.#closed) return Promise.resolve(tick);
+    return new Promise((resolve) => this.#waiters.push(resolve));
+  }
+
+  /** Ticks as they come; ends when the handle is deregistered or the catalog closed. */
+  async *[Symbol.asyncIterator](): AsyncGenerator<Tick, void, undefined> {
+    for (;;) {
+      const tick = await this.next();
+      if (tick === undefined) return;
+      yield tick;
+    }
+  }
+
+  /**
+   * Removes the component from its catalog. Pending `next()` calls settle with `undefined`.
+   * A no-op after the catalog was closed.
+   * @throws LifelineError `ERR_NOT_REGISTERED` when the handle was already deregistered.
+   */
+  deregister(): void {
+    if (this.#deregistered) throw new LifelineError('ERR_NOT_REGISTERED', `component ${JSON.stringify(this.name)} is not registered`);
+    this.#deregistered = true;
+    if (this.#closed) return;
+    this.close();
+    this.#onDeregister(this);
+  }
+
+  /** Same as {@link ComponentHandle.deregister}, for `using`. */
+  [Symbol.dispose](): void {
+    this.deregister();
+  }
+
+  /** @internal Ends the handle: no more ticks, waiters settle, an unrun tick's span ends. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#buffer.length = 0;
+    for (const waiter of this.#waiters.splice(0)) waiter(undefined);
+    this.#current?.retire();
+    this.#current = undefined;
+  }
+
+  #issue(buffered: BufferedTick): Tick {
+    this.#current?.retire();
+    const tick = new Tick({
+      component: this.name,
+      probe: this.probe,
+      seq: ++this.#seq,
+      issuedAt: buffered.issuedAt,
+      deadline: buffered.deadline,
+      tracer: this.#tracer,
+    });
+    this.#current = tick;
+    return tick;
+  }
+}

@@ -1,0 +1,117 @@
+import { context, SpanKind, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
+import { contextWithDeadline, deadlineOf, DeadlineScope, ensureContextManager, runThenSettle } from '../deadline/index.js';
+import { LifelineError } from '../errors/index.js';
+import {
+  ATTR_DEADLINE_AT,
+  ATTR_DEADLINE_BUDGET_MS,
+  ATTR_DEADLINE_EXCEEDED,
+  ATTR_DEADLINE_SOURCE,
+  ATTR_HEALTH_COMPONENT,
+  ATTR_HEALTH_PROBE,
+  ATTR_HEALTH_TICK,
+} from '../semconv/index.js';
+
+/** Which probe a component answers to, as recorded in `lifeline.health.probe`. */
+export type ComponentProbe = 'liveness' | 'readiness' | 'startup';
+
+/** @internal What a tick is made from when a component takes it. */
+export interface TickInit {
+  component: string;
+  probe: ComponentProbe;
+  seq: number;
+  issuedAt: number;
+  deadline: number;
+  tracer: Tracer;
+}
+
+/**
+ * One permission to work, handed to a component by its catalog. The component must be back for its
+ * next tick before `deadline`; work done in `run` is bounded by that deadline and traced as a child
+ * of the tick's span (SPEC §4, §5).
+ */
+export class Tick {
+  /** The component this tick was issued to. */
+  readonly component: string;
+  /** 1 for the first tick the component took, then 2, 3, … */
+  readonly seq: number;
+  /** When the catalog issued the tick, epoch ms. */
+  readonly issuedAt: number;
+  /** When the component must be back for its next tick, epoch ms. */
+  readonly deadline: number;
+  readonly #span: Span;
+  readonly #scope: DeadlineScope;
+  #ran = false;
+  #ended = false;
+
+  /** @internal Ticks come from a component handle, never from user code. */
+  constructor(init: TickInit) {
+    this.component = init.component;
+    this.seq = init.seq;
+    this.issuedAt = init.issuedAt;
+    this.deadline = init.deadline;
+    this.#scope = new DeadlineScope(init.deadline, 'tick');
+    const now = Date.now();
+    this.#span = init.tracer.startSpan(`tick ${init.component}`, {
+      kind: SpanKind.INTERNAL,
+      root: true,
+      startTime: now,
+      attributes: {
+        [ATTR_HEALTH_COMPONENT]: init.component,
+        [ATTR_HEALTH_PROBE]: init.probe,
+        [ATTR_HEALTH_TICK]: init.seq,
+        [ATTR_DEADLINE_AT]: new Date(init.deadline).toISOString(),
+        [ATTR_DEADLINE_BUDGET_MS]: Math.max(0, init.deadline - now),
+        [ATTR_DEADLINE_SOURCE]: 'tick',
+      },
+    });
+  }
+
+  /** Aborts at `deadline` with a `DeadlineExceededError` reason; released once `run` settles. */
+  get signal(): AbortSignal {
+    return this.#scope.signal;
+  }
+
+  /**
+   * Runs `fn` inside this tick's span and deadline, returning what `fn` returns. The span ends when
+   * the result settles. A tick is run at most once.
+   * @throws LifelineError `ERR_TICK_ALREADY_RUN` on a second call.
+   */
+  run<T>(fn: () => T): T {
+    if (this.#ran) throw new LifelineError('ERR_TICK_ALREADY_RUN', `tick ${this.seq} of ${JSON.stringify(this.component)} was already run`);
+    this.#ran = true;
+    ensureContextManager();
+    const active = context.active();
+    let ctx = trace.setSpan(active, this.#span);
+    // Deadlines only shrink: a tick run inside a tighter scope keeps the tighter deadline.
+    const outer = deadlineOf(active);
+    if (outer === undefined || outer.at > this.deadline) ctx = contextWithDeadline(ctx, this.#scope);
+    return runThenSettle(
+      () => context.with(ctx, fn),
+      (settlement) => {
+        if (settlement.failed) {
+          const error = settlement.error;
+          this.#span.recordException(error instanceof Error ? error : String(error));
+          this.#span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+        }
+        this.#end();
+      },
+    );
+  }
+
+  /** @internal Ends the span of a tick that was never run: the next tick was taken or the handle went. */
+  retire(): void {
+    if (!this.#ran) this.#end();
+  }
+
+  #end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#scope.release();
+    const now = Date.now();
+    if (now > this.deadline) {
+      this.#span.setAttribute(ATTR_DEADLINE_EXCEEDED, true);
+      this.#span.setStatus({ code: SpanStatusCode.ERROR, message: 'deadline exceeded' });
+    }
+    this.#span.end(now);
+  }
+}

@@ -1,0 +1,1 @@
+export { defaultLogger, type Logger } from './logger.js';

@@ -1,0 +1,158 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { invalidOption } from '../errors/index.js';
+import type { Health, ProbeKind } from '../health/index.js';
+import { defaultLogger, type Logger } from '../log/index.js';
+
+/** Options of {@link startProbeServer}. */
+export interface ProbeServerOptions {
+  /** The catalog whose verdicts are served. */
+  health: Health;
+  /** TCP port; 0 picks a free one. Default 5555. */
+  port?: number;
+  /** Interface to bind. Default `0.0.0.0` inside Kubernetes (`KUBERNETES_SERVICE_HOST` set), else `127.0.0.1`. */
+  host?: string;
+  /** Where `healthcheck failed` goes. Default: lifeline's pino logger. */
+  logger?: Logger;
+  /** A client must send its whole request within this many ms. Default 5 000. */
+  requestTimeoutMs?: number;
+  /** At most one `healthcheck failed` line per probe per this many ms while the same components fail. Default 10 000. */
+  failureLogIntervalMs?: number;
+}
+
+/** A running probe server. */
+export interface ProbeServer {
+  /** The port it listens on. */
+  readonly port: number;
+  /** Base URL, e.g. `http://127.0.0.1:5555`. */
+  readonly url: string;
+  /** Stops listening and drops open connections. Idempotent. */
+  close(): Promise<void>;
+}
+
+const ROUTES: ReadonlyMap<string, ProbeKind> = new Map([
+  ['/live', 'live'],
+  ['/ready', 'ready'],
+  ['/startup', 'startup'],
+]);
+
+/** The kubelet reads at most 10 KiB of a body anyway; a probe request needs far less than Node's 16 KiB default. */
+const MAX_HEADER_BYTES = 8192;
+
+/**
+ * Serves the catalog's cached verdicts for Kubernetes probes (SPEC §7): `/live`, `/ready` and
+ * `/startup` answer 200 when ok and 503 when not. A probe never waits on a component or the
+ * network: it reads verdicts that only ping rounds change.
+ */
+export async function startProbeServer(options: ProbeServerOptions): Promise<ProbeServer> {
+  const { health, port = 5555, host = defaultHost(), logger = defaultLogger(), requestTimeoutMs = 5_000, failureLogIntervalMs = 10_000 } = options;
+  if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65_535) throw invalidOption('port', port, 'an integer from 0 to 65535');
+  if (typeof host !== 'string' || host === '') throw invalidOption('host', host, 'a non-empty host name or address');
+  if (!isPositive(requestTimeoutMs)) throw invalidOption('requestTimeoutMs', requestTimeoutMs, 'a finite number of ms > 0');
+  if (!isPositive(failureLogIntervalMs)) throw invalidOption('failureLogIntervalMs', failureLogIntervalMs, 'a finite number of ms > 0');
+
+  const logFailure = failureLog(logger, failureLogIntervalMs);
+  const server = createServer(
+    {
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: requestTimeoutMs,
+      // Node checks request timeouts on this period (30 s by default): too coarse for slow clients.
+      connectionsCheckingInterval: Math.max(10, Math.min(1_000, requestTimeoutMs / 2)),
+      keepAliveTimeout: 5_000,
+      maxHeaderSize: MAX_HEADER_BYTES,
+    },
+    (req, res) => {
+      answer(health, req, res, logFailure);
+    },
+  );
+  server.on('clientError', refuse);
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+
+  const address = server.address();
+  const boundPort = typeof address === 'object' && address !== null ? address.port : port;
+  let closing: Promise<void> | undefined;
+  return {
+    port: boundPort,
+    url: `http://${urlHost(host)}:${boundPort}`,
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        server.close(() => {
+          resolve();
+        });
+        server.closeAllConnections();
+      });
+      return closing;
+    },
+  };
+}
+
+function answer(health: Health, req: IncomingMessage, res: ServerResponse, logFailure: (probe: ProbeKind, unhealthy: readonly string[]) => void): void {
+  const url = req.url ?? '/';
+  const query = url.indexOf('?');
+  const probe = ROUTES.get(query === -1 ? url : url.slice(0, query));
+  if (probe === undefined) {
+    send(req, res, 404, { error: 'not found' });
+    return;
+  }
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    res.setHeader('allow', 'GET, HEAD');
+    send(req, res, 405, { error: 'method not allowed' });
+    return;
+  }
+  const status = health.status(probe);
+  send(req, res, status.ok ? 200 : 503, { status: status.ok ? 'pass' : 'fail', healthy: status.healthy, unhealthy: status.unhealthy });
+  if (!status.ok) logFailure(probe, status.unhealthy);
+}
+
+function send(req: IncomingMessage, res: ServerResponse, code: number, body: object): void {
+  const json = JSON.stringify(body);
+  res.writeHead(code, {
+    'content-type': 'application/json',
+    'cache-control': 'no-store',
+    'content-length': Buffer.byteLength(json),
+  });
+  res.end(req.method === 'HEAD' ? undefined : json);
+}
+
+/** Malformed, oversized or too-slow requests get a bare status line and a closed socket: no detail. */
+function refuse(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (socket.writable && (socket as Socket & { _httpMessage?: unknown })._httpMessage === undefined) {
+    const status = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
+    socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+  }
+  socket.destroySoon();
+}
+
+/** Logs `healthcheck failed` when the failing set changes, and at most once per interval while it stays. */
+function failureLog(logger: Logger, intervalMs: number): (probe: ProbeKind, unhealthy: readonly string[]) => void {
+  const last = new Map<ProbeKind, { names: string; at: number }>();
+  return (probe, unhealthy) => {
+    const names = unhealthy.join(',');
+    const now = Date.now();
+    const previous = last.get(probe);
+    if (previous !== undefined && previous.names === names && now - previous.at < intervalMs) return;
+    last.set(probe, { names, at: now });
+    logger.info({ probe, unhealthy }, 'healthcheck failed');
+  };
+}
+
+function defaultHost(): string {
+  return process.env.KUBERNETES_SERVICE_HOST ? '0.0.0.0' : '127.0.0.1';
+}
+
+function urlHost(host: string): string {
+  if (host === '0.0.0.0') return '127.0.0.1';
+  if (host === '::') return '[::1]';
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+function isPositive(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value) && value > 0;
+}

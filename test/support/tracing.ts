@@ -1,0 +1,20 @@
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+
+/** A real SDK tracer provider whose ended spans land in memory, for span-shape assertions. */
+export function memoryTracing(): { provider: TracerProvider; spans: () => ReadableSpan[] } {
+  const exporter = new InMemorySpanExporter();
+  const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  return { provider, spans: () => exporter.getFinishedSpans() };
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Keeps the event loop busy, as a stuck synchronous computation would. */
+export function blockEventLoop(ms: number): void {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    // spin
+  }
+}
