@@ -9,6 +9,7 @@ import {
   ATTR_HEALTH_COMPONENT,
   ATTR_HEALTH_PROBE,
   ATTR_HEALTH_TICK,
+  isoTime,
 } from '../semconv/index.js';
 
 /** Which probe a component answers to, as recorded in `lifeline.health.probe`. */
@@ -59,7 +60,7 @@ export class Tick {
         [ATTR_HEALTH_COMPONENT]: init.component,
         [ATTR_HEALTH_PROBE]: init.probe,
         [ATTR_HEALTH_TICK]: init.seq,
-        [ATTR_DEADLINE_AT]: new Date(init.deadline).toISOString(),
+        [ATTR_DEADLINE_AT]: isoTime(init.deadline),
         [ATTR_DEADLINE_BUDGET_MS]: Math.max(0, init.deadline - now),
         [ATTR_DEADLINE_SOURCE]: 'tick',
       },

@@ -1,1 +1,2 @@
 export * from './attributes.js';
+export { isoTime } from './iso-time.js';

@@ -3,7 +3,7 @@ import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type Readabl
 /** A real SDK tracer provider whose ended spans land in memory, for span-shape assertions. */
 export function memoryTracing(): { provider: TracerProvider; spans: () => ReadableSpan[] } {
   const exporter = new InMemorySpanExporter();
-  const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
   return { provider, spans: () => exporter.getFinishedSpans() };
 }
 

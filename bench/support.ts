@@ -1,0 +1,50 @@
+/** Helpers shared by the benchmarks: repeated timing, medians, and a markdown-ish report. */
+
+export interface Sample {
+  median: number;
+  min: number;
+  max: number;
+}
+
+/**
+ * Times `fn` `runs` times (after `warmup` untimed runs) and returns ms statistics; `prepare`
+ * runs untimed before each call.
+ */
+export function timeRuns(fn: () => void, runs: number, options: { warmup?: number; prepare?: () => void } = {}): Sample {
+  const { warmup = 3, prepare } = options;
+  for (let i = 0; i < warmup; i++) {
+    prepare?.();
+    fn();
+  }
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    prepare?.();
+    const started = process.hrtime.bigint();
+    fn();
+    times.push(Number(process.hrtime.bigint() - started) / 1e6);
+  }
+  return summarize(times);
+}
+
+export function summarize(values: number[]): Sample {
+  const sorted = values.slice().sort((a, b) => a - b);
+  return { median: percentile(sorted, 0.5), min: sorted[0] ?? Number.NaN, max: sorted[sorted.length - 1] ?? Number.NaN };
+}
+
+/** The p-th percentile (0..1) of already sorted values, nearest rank. */
+export function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))] ?? Number.NaN;
+}
+
+export function fixed(value: number, digits = 3): string {
+  return Number.isFinite(value) ? value.toFixed(digits) : String(value);
+}
+
+/** Prints a markdown table. */
+export function table(header: readonly string[], rows: readonly (readonly string[])[]): void {
+  console.log(`| ${header.join(' | ')} |`);
+  console.log(`|${header.map(() => '---').join('|')}|`);
+  for (const row of rows) console.log(`| ${row.join(' | ')} |`);
+  console.log();
+}

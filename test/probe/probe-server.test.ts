@@ -1,0 +1,177 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { Health, LifelineError, startProbeServer, type Logger, type ProbeServer } from '../../src/index.js';
+import { rawExchange } from '../support/raw-http.js';
+
+const cleanup: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const fn of cleanup.splice(0).reverse()) await fn();
+});
+
+function recordingLogger(): Logger & { lines: { obj: object; msg: string }[] } {
+  const lines: { obj: object; msg: string }[] = [];
+  return {
+    lines,
+    info: (obj, msg) => lines.push({ obj, msg }),
+    debug: () => undefined,
+  };
+}
+
+async function serve(options: { requestTimeoutMs?: number; failureLogIntervalMs?: number } = {}) {
+  const health = new Health();
+  const logger = recordingLogger();
+  const server: ProbeServer = await startProbeServer({ health, port: 0, logger, ...options });
+  cleanup.push(() => { health.close(); }, () => server.close());
+  return { health, server, logger };
+}
+
+describe('probe server (SPEC §7)', () => {
+  it('serves 200 pass with JSON, no-store, when everything is healthy', async () => {
+    const { server } = await serve();
+    expect(server.url).toBe(`http://127.0.0.1:${server.port}`);
+    for (const path of ['/live', '/ready', '/startup']) {
+      const res = await fetch(`${server.url}${path}`);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toBe('application/json');
+      expect(res.headers.get('cache-control')).toBe('no-store');
+      expect(await res.json()).toEqual({ status: 'pass', healthy: ['healthcheck'], unhealthy: [] });
+    }
+  });
+
+  it('serves 503 fail per probe, following the catalog verdicts', async () => {
+    const { health, server } = await serve();
+    const listener = health.registerLiveness('listener');
+    health.registerReadiness('forwarder');
+    let res = await fetch(`${server.url}/live`);
+    expect(res.status).toBe(503);
+    expect(await res.json()).toEqual({ status: 'fail', healthy: ['healthcheck'], unhealthy: ['listener'] });
+    listener.take();
+    health.check();
+    res = await fetch(`${server.url}/live`);
+    expect(res.status).toBe(200);
+    res = await fetch(`${server.url}/ready`);
+    expect(res.status).toBe(503);
+    expect(await res.json()).toEqual({ status: 'fail', healthy: ['healthcheck', 'listener'], unhealthy: ['forwarder'] });
+    res = await fetch(`${server.url}/startup`);
+    expect(res.status).toBe(200);
+  });
+
+  it('HEAD answers the same status with no body; a query string is ignored', async () => {
+    const { health, server } = await serve();
+    health.registerLiveness('x');
+    const head = await fetch(`${server.url}/live`, { method: 'HEAD' });
+    expect(head.status).toBe(503);
+    expect(await head.text()).toBe('');
+    expect(Number(head.headers.get('content-length'))).toBeGreaterThan(0);
+    expect((await fetch(`${server.url}/live?verbose=1`)).status).toBe(503);
+  });
+
+  it('unknown path 404, other methods 405, no internals in bodies', async () => {
+    const { server } = await serve();
+    const notFound = await fetch(`${server.url}/nope`);
+    expect(notFound.status).toBe(404);
+    expect(await notFound.json()).toEqual({ error: 'not found' });
+    for (const method of ['POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']) {
+      const res = await fetch(`${server.url}/ready`, { method, body: method === 'POST' ? 'x'.repeat(100) : null });
+      expect(res.status).toBe(405);
+      expect(res.headers.get('allow')).toBe('GET, HEAD');
+      expect(await res.json()).toEqual({ error: 'method not allowed' });
+    }
+    expect((await fetch(`${server.url}/debug/diagnostics`)).status).toBe(404); // off by default
+  });
+
+  it('answers garbage bytes with a bare 400 and closes, and keeps serving', async () => {
+    const { server } = await serve();
+    for (const garbage of ['\x00\x01\x02\xff\r\n\r\n', 'GET /live HTTP/9.9 nonsense\r\n\r\n', 'HELLO\r\n\r\n', `GET /${'a'.repeat(20_000)} HTTP/1.1\r\n\r\n`]) {
+      const { answer, closed } = await rawExchange(server.port, Buffer.from(garbage, 'latin1'));
+      expect(closed).toBe(true);
+      expect(answer).toMatch(/^HTTP\/1\.1 (400|431) /);
+      expect(answer).not.toMatch(/at |Error|node:/);
+    }
+    expect((await fetch(`${server.url}/live`)).status).toBe(200);
+  });
+
+  it('drops a client that never finishes its request, with 408', async () => {
+    const { server } = await serve({ requestTimeoutMs: 300 });
+    const { answer, closed, ms } = await rawExchange(server.port, 'GET /live HTTP/1.1\r\nHost: x\r\n', { timeoutMs: 5_000 });
+    expect(closed).toBe(true);
+    expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+    expect(ms).toBeGreaterThanOrEqual(250);
+    expect(ms).toBeLessThan(3_000);
+    expect((await fetch(`${server.url}/live`)).status).toBe(200);
+  });
+
+  it('logs healthcheck failed at INFO with the unhealthy names, rate-limited', async () => {
+    const { health, server, logger } = await serve({ failureLogIntervalMs: 60_000 });
+    health.registerLiveness('stuck');
+    for (let i = 0; i < 5; i++) await fetch(`${server.url}/live`);
+    expect(logger.lines).toEqual([{ obj: { probe: 'live', unhealthy: ['stuck'] }, msg: 'healthcheck failed' }]);
+    health.registerLiveness('also-stuck'); // a new failing set is logged at once
+    await fetch(`${server.url}/live`);
+    await fetch(`${server.url}/ready`);
+    expect(logger.lines.map((l) => l.obj)).toEqual([
+      { probe: 'live', unhealthy: ['stuck'] },
+      { probe: 'live', unhealthy: ['also-stuck', 'stuck'] },
+      { probe: 'ready', unhealthy: ['also-stuck', 'stuck'] },
+    ]);
+  });
+
+  it('answers from cached verdicts while a component is stuck', async () => {
+    const { health, server } = await serve();
+    const h = health.registerLiveness('blocked');
+    h.take();
+    health.check();
+    const tick = h.take();
+    // The component's work never settles; the probe must not care.
+    void tick?.run(() => new Promise(() => undefined));
+    const started = Date.now();
+    const res = await fetch(`${server.url}/live`);
+    expect(res.status).toBe(200);
+    expect(Date.now() - started).toBeLessThan(1_000);
+  });
+
+  it('close() is idempotent and frees the port', async () => {
+    const { server } = await serve();
+    await Promise.all([server.close(), server.close()]);
+    await expect(fetch(`${server.url}/live`)).rejects.toThrow();
+  });
+
+  it('rejects invalid options naming the option and value', async () => {
+    const health = new Health();
+    for (const [options, text] of [
+      [{ port: -1 }, 'port: -1'],
+      [{ port: 70_000 }, 'port: 70000'],
+      [{ port: 1.5 }, 'port: 1.5'],
+      [{ host: '' }, 'host: ""'],
+      [{ requestTimeoutMs: 0 }, 'requestTimeoutMs: 0'],
+    ] as const) {
+      const error = await startProbeServer({ health, ...options }).catch((err: unknown) => err);
+      expect(error).toBeInstanceOf(LifelineError);
+      expect(error).toMatchObject({ code: 'ERR_INVALID_OPTION' });
+      expect((error as Error).message).toContain(text);
+    }
+  });
+
+  it('a taken port rejects with the listen error', async () => {
+    const { server } = await serve();
+    await expect(startProbeServer({ health: new Health(), port: server.port })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+  });
+
+  it('binds loopback by default outside Kubernetes, all interfaces inside', async () => {
+    const saved = process.env.KUBERNETES_SERVICE_HOST;
+    try {
+      delete process.env.KUBERNETES_SERVICE_HOST;
+      const local = await startProbeServer({ health: new Health(), port: 0, logger: recordingLogger() });
+      cleanup.push(() => local.close());
+      expect(local.url).toBe(`http://127.0.0.1:${local.port}`);
+      process.env.KUBERNETES_SERVICE_HOST = '10.0.0.1';
+      const cluster = await startProbeServer({ health: new Health(), port: 0, logger: recordingLogger() });
+      cleanup.push(() => cluster.close());
+      // Bound to 0.0.0.0: reachable on a non-127.0.0.1 loopback address too.
+      expect((await fetch(`http://127.0.0.2:${cluster.port}/live`)).status).toBe(200);
+      await expect(fetch(`http://127.0.0.2:${local.port}/live`)).rejects.toThrow();
+    } finally {
+      if (saved === undefined) delete process.env.KUBERNETES_SERVICE_HOST;
+      else process.env.KUBERNETES_SERVICE_HOST = saved;
+    }
+  });
+});
