@@ -3,6 +3,7 @@
  * on OpenTelemetry. This entry depends on `@opentelemetry/api` only and changes no global on import.
  * @packageDocumentation
  */
+import { readEnvConfig } from './config/index.js';
 import { Health } from './health/index.js';
 
 export { LifelineError, type LifelineErrorCode } from './errors/index.js';
@@ -28,5 +29,10 @@ export {
 export { startProbeServer, type ProbeServer, type ProbeServerOptions } from './probe/index.js';
 export type { Logger } from './log/index.js';
 
-/** The process-wide catalog. It starts no timer until a component registers. */
-export const health = new Health();
+const { healthIntervalMs } = readEnvConfig();
+
+/**
+ * The process-wide catalog. It starts no timer until a component registers. Its interval is
+ * `LIFELINE_HEALTH_INTERVAL_MS` when set (an invalid value fails the import, naming the variable).
+ */
+export const health = new Health(healthIntervalMs === undefined ? {} : { interval: healthIntervalMs });

@@ -42,7 +42,8 @@ const MAX_HEADER_BYTES = 8192;
 /**
  * Serves the catalog's cached verdicts for Kubernetes probes (SPEC §7): `/live`, `/ready` and
  * `/startup` answer 200 when ok and 503 when not. A probe never waits on a component or the
- * network: it reads verdicts that only ping rounds change.
+ * network: it reads verdicts that only ping rounds change. The listening socket is unref-ed: the
+ * probe server alone never keeps a process alive.
  */
 export async function startProbeServer(options: ProbeServerOptions): Promise<ProbeServer> {
   const { health, port = 5555, host = defaultHost(), logger = defaultLogger(), requestTimeoutMs = 5_000, failureLogIntervalMs = 10_000 } = options;
@@ -75,6 +76,8 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
     });
   });
 
+  // Probes serve the app; they must not keep a process alive once the app itself is done.
+  server.unref();
   const address = server.address();
   const boundPort = typeof address === 'object' && address !== null ? address.port : port;
   let closing: Promise<void> | undefined;

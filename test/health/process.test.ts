@@ -45,4 +45,11 @@ describe('a catalog in a real process', () => {
     expect(result.stderr).toBe('');
     expect(JSON.parse(result.stdout)).toEqual({ same: true, carried: null, health: 'function' });
   });
+
+  it('the process-wide health takes its interval from LIFELINE_HEALTH_INTERVAL_MS', async () => {
+    const result = await runModule(`import { health } from 'lifeline'; console.log(health.interval, health.buffer);`, {
+      env: { ...process.env, LIFELINE_HEALTH_INTERVAL_MS: '250' },
+    });
+    expect(result.stdout.trim()).toBe('250 2');
+  });
 });

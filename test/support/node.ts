@@ -37,3 +37,14 @@ export function runNode(args: string[], options: { timeoutMs?: number; env?: Nod
     });
   });
 }
+
+/** A TCP port that was free a moment ago, for servers started in a child process. */
+export async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  if (typeof address !== 'object' || address === null) throw new Error('no port');
+  return address.port;
+}

@@ -1,0 +1,54 @@
+import { LifelineError } from '../errors/index.js';
+
+/** lifeline's own settings read from the environment (SPEC §10); `OTEL_*` is the NodeSDK's. */
+export interface EnvConfig {
+  /** `false` when `LIFELINE_PROBE_PORT=0`. */
+  probe: false | { port?: number; host?: string };
+  healthIntervalMs?: number;
+  logLevel?: string;
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/**
+ * Reads and validates `LIFELINE_*`. An invalid value throws a `LifelineError` naming the variable
+ * and the value: a misconfigured service should fail at start, not run half-configured.
+ */
+export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
+  const port = integer(env, 'LIFELINE_PROBE_PORT', 0, 65_535);
+  const host = text(env, 'LIFELINE_PROBE_HOST');
+  const healthIntervalMs = integer(env, 'LIFELINE_HEALTH_INTERVAL_MS', 1, 86_400_000);
+  const logLevel = oneOf(env, 'LIFELINE_LOG_LEVEL', LOG_LEVELS);
+  return {
+    probe: port === 0 ? false : { ...(port === undefined ? {} : { port }), ...(host === undefined ? {} : { host }) },
+    ...(healthIntervalMs === undefined ? {} : { healthIntervalMs }),
+    ...(logLevel === undefined ? {} : { logLevel }),
+  };
+}
+
+function raw(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const value = env[name]?.trim();
+  return value === undefined || value === '' ? undefined : value;
+}
+
+function integer(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number | undefined {
+  const value = raw(env, name);
+  if (value === undefined) return undefined;
+  const n = /^\d+$/.test(value) ? Number(value) : Number.NaN;
+  if (!(n >= min && n <= max)) throw invalidEnv(name, value, `an integer from ${min} to ${max}`);
+  return n;
+}
+
+function text(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  return raw(env, name);
+}
+
+function oneOf(env: NodeJS.ProcessEnv, name: string, allowed: readonly string[]): string | undefined {
+  const value = raw(env, name);
+  if (value !== undefined && !allowed.includes(value)) throw invalidEnv(name, value, `one of ${allowed.join(', ')}`);
+  return value;
+}
+
+function invalidEnv(name: string, value: string, expected: string): LifelineError {
+  return new LifelineError('ERR_INVALID_OPTION', `invalid ${name}=${JSON.stringify(value)} (expected ${expected})`);
+}

@@ -1,0 +1,1 @@
+export { readEnvConfig, type EnvConfig } from './env-config.js';

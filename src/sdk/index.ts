@@ -1,0 +1,1 @@
+export { startLifeline, type Lifeline, type LifelineOptions } from './start-lifeline.js';

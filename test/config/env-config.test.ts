@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { readEnvConfig } from '../../src/config/index.js';
+import { LifelineError } from '../../src/index.js';
+
+describe('readEnvConfig (SPEC §10)', () => {
+  it('defaults when nothing is set', () => {
+    expect(readEnvConfig({})).toEqual({ probe: {} });
+  });
+
+  it('reads every variable', () => {
+    expect(readEnvConfig({ LIFELINE_PROBE_PORT: '9000', LIFELINE_PROBE_HOST: '0.0.0.0', LIFELINE_HEALTH_INTERVAL_MS: '500', LIFELINE_LOG_LEVEL: 'debug' })).toEqual({
+      probe: { port: 9000, host: '0.0.0.0' },
+      healthIntervalMs: 500,
+      logLevel: 'debug',
+    });
+  });
+
+  it('LIFELINE_PROBE_PORT=0 disables the probe server', () => {
+    expect(readEnvConfig({ LIFELINE_PROBE_PORT: '0' }).probe).toBe(false);
+  });
+
+  it.each([
+    ['LIFELINE_PROBE_PORT', 'abc'],
+    ['LIFELINE_PROBE_PORT', '-1'],
+    ['LIFELINE_PROBE_PORT', '65536'],
+    ['LIFELINE_PROBE_PORT', '80.5'],
+    ['LIFELINE_HEALTH_INTERVAL_MS', '0'],
+    ['LIFELINE_HEALTH_INTERVAL_MS', '1e3'],
+    ['LIFELINE_HEALTH_INTERVAL_MS', '15s'],
+    ['LIFELINE_LOG_LEVEL', 'loud'],
+  ])('%s=%s is rejected naming the variable and the value', (name, value) => {
+    let error: unknown;
+    try {
+      readEnvConfig({ [name]: value });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(LifelineError);
+    expect((error as Error).message).toContain(`${name}=${JSON.stringify(value)}`);
+  });
+});

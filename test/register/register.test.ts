@@ -1,0 +1,40 @@
+import { spawn } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { freePort, ROOT, runNode } from '../support/node.js';
+
+const QUIET_OTEL = { OTEL_TRACES_EXPORTER: 'none', OTEL_METRICS_EXPORTER: 'none', OTEL_LOGS_EXPORTER: 'none' };
+
+/** Starts an app under `--import lifeline/register`, asks its probe server, and waits for it to exit on its own. */
+async function probeRegisteredApp(app: string, port: number): Promise<{ live: number; body: unknown; code: number | null }> {
+  const child = spawn(process.execPath, ['--import', 'lifeline/register', app], {
+    cwd: ROOT,
+    env: { ...process.env, ...QUIET_OTEL, LIFELINE_PROBE_PORT: String(port), APP_LIFETIME_MS: '3000' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve) => child.stdout.once('data', () => { resolve(); }));
+  const res = await fetch(`http://127.0.0.1:${port}/live`);
+  const body: unknown = await res.json();
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  return { live: res.status, body, code };
+}
+
+describe('lifeline/register (SPEC §3, §10)', () => {
+  it.each(['test/fixtures/plain-app.mjs', 'test/fixtures/plain-app.cjs'])('instruments the unmodified app %s: probe server up, process still exits by itself', async (app) => {
+    const { live, body, code } = await probeRegisteredApp(app, await freePort());
+    expect(live).toBe(200);
+    expect(body).toEqual({ status: 'pass', healthy: ['healthcheck'], unhealthy: [] });
+    expect(code).toBe(0);
+  });
+
+  it.each([
+    ['LIFELINE_PROBE_PORT', 'http'],
+    ['LIFELINE_HEALTH_INTERVAL_MS', '-3'],
+    ['LIFELINE_LOG_LEVEL', 'chatty'],
+  ])('an invalid %s=%s stops start-up with a message naming it', async (name, value) => {
+    const result = await runNode(['--import', 'lifeline/register', 'test/fixtures/plain-app.mjs'], { env: { ...process.env, ...QUIET_OTEL, [name]: value } });
+    expect(result.code).toBe(1);
+    expect(result.stdout).not.toContain('app listening');
+    expect(result.stderr).toContain(`invalid ${name}=${JSON.stringify(value)}`);
+    expect(result.stderr).not.toMatch(/\n\s+at /); // a message, not a stack trace
+  });
+});

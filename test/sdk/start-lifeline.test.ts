@@ -1,0 +1,48 @@
+import { trace } from '@opentelemetry/api';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Health } from '../../src/index.js';
+import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
+
+let lifeline: Lifeline | undefined;
+afterEach(async () => {
+  await lifeline?.shutdown();
+  lifeline = undefined;
+});
+
+describe('startLifeline (SPEC §3)', () => {
+  it('starts the SDK, the probe server and the catalog; ticks reach the exporter', async () => {
+    const exporter = new InMemorySpanExporter();
+    const health = new Health({ interval: 60_000 });
+    lifeline = await startLifeline({ serviceName: 'svc', spanProcessors: [new SimpleSpanProcessor({ exporter })], health, probe: { port: 0 } });
+    expect(lifeline.health).toBe(health);
+    const h = health.registerLiveness('poller');
+    await h.take()?.run(async () => {
+      trace.getTracer('app').startSpan('work').end();
+      await Promise.resolve();
+    });
+    await lifeline.forceFlush();
+    const spans = exporter.getFinishedSpans();
+    expect(spans.map((s) => s.name).sort()).toEqual(['tick poller', 'work']);
+    expect(spans[0]?.resource.attributes['service.name']).toBe('svc');
+    const res = await fetch(`${lifeline.probe?.url ?? ''}/live`);
+    expect(res.status).toBe(503); // poller has not had a round yet
+  });
+
+  it('probe: false starts no probe server; shutdown is idempotent and closes the catalog', async () => {
+    const health = new Health();
+    lifeline = await startLifeline({ spanProcessors: [], health, probe: false });
+    expect(lifeline.probe).toBeUndefined();
+    await Promise.all([lifeline.shutdown(), lifeline.shutdown()]);
+    expect(() => health.registerLiveness('late')).toThrow(expect.objectContaining({ code: 'ERR_CLOSED' }));
+  });
+
+  it('a probe port in use fails the start and leaves nothing running', async () => {
+    const first = await startLifeline({ spanProcessors: [], health: new Health(), probe: { port: 0 } });
+    try {
+      await expect(startLifeline({ spanProcessors: [], health: new Health(), probe: { port: first.probe?.port ?? 0 } })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    } finally {
+      await first.shutdown();
+    }
+  });
+});
