@@ -27,6 +27,10 @@ export {
   type RegisterOptions,
 } from './health/index.js';
 export { startProbeServer, type ProbeServer, type ProbeServerOptions } from './probe/index.js';
+export { DEADLINE_HEADER, DeadlinePropagator, type DeadlinePropagatorOptions } from './propagation/index.js';
+export { DeadlineSpanProcessor } from './processors/index.js';
+export { type DeadlinePolicyOptions, type DeadlineRule, type RuleValue } from './policy/index.js';
+export { deadlineInterceptor, installDeadlineDispatcher, type DeadlineDispatcherOptions, type InstalledDeadlineDispatcher } from './undici/index.js';
 export type { Logger } from './log/index.js';
 
 const { healthIntervalMs } = readEnvConfig();

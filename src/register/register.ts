@@ -2,20 +2,36 @@
  * `node --import lifeline/register app.js`: instruments an unmodified service, configured by the
  * environment (SPEC §10). A misconfiguration stops start-up with a message naming the variable.
  */
+import { register } from 'node:module';
 import { readEnvConfig, type EnvConfig } from '../config/index.js';
 
 let config: EnvConfig;
 try {
   config = readEnvConfig();
 } catch (err) {
-  process.stderr.write(`lifeline: ${(err as Error).message}\n`);
-  process.exit(1);
+  fail(err);
 }
+
+// ESM apps import `node:http` before any code of theirs runs: only a loader hook lets the http
+// instrumentation see their servers (and so extract inbound deadlines). CommonJS needs no hook.
+// module.register is deprecated in favour of registerHooks, but import-in-the-middle (what
+// OpenTelemetry's hook is built on) ships only a register-style loader for now.
+// eslint-disable-next-line @typescript-eslint/no-deprecated
+register('@opentelemetry/instrumentation/hook.mjs', import.meta.url);
 
 // Imported only once the environment is known to be valid: the process-wide catalog reads it on load.
 const { startLifeline } = await import('../sdk/index.js');
 const { pino } = await import('pino');
-await startLifeline({
-  probe: config.probe,
-  ...(config.logLevel === undefined ? {} : { logger: pino({ name: 'lifeline', level: config.logLevel }) }),
-});
+try {
+  await startLifeline({
+    probe: config.probe,
+    ...(config.logLevel === undefined ? {} : { logger: pino({ name: 'lifeline', level: config.logLevel }) }),
+  });
+} catch (err) {
+  fail(err);
+}
+
+function fail(err: unknown): never {
+  process.stderr.write(`lifeline: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+}

@@ -1,18 +1,35 @@
 import { trace } from '@opentelemetry/api';
+import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { Instrumentation } from '@opentelemetry/instrumentation';
-import { NodeSDK } from '@opentelemetry/sdk-node';
+import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
+import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
+import { NodeSDK, type NodeSDKConfiguration } from '@opentelemetry/sdk-node';
 import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
-import { health as processHealth, startProbeServer, type Health, type Logger, type ProbeServer, type ProbeServerOptions } from '../index.js';
+import {
+  DeadlinePropagator,
+  DeadlineSpanProcessor,
+  health as processHealth,
+  installDeadlineDispatcher,
+  startProbeServer,
+  type DeadlineDispatcherOptions,
+  type DeadlinePropagatorOptions,
+  type Health,
+  type InstalledDeadlineDispatcher,
+  type Logger,
+  type ProbeServer,
+  type ProbeServerOptions,
+} from '../index.js';
+import { batchProcessorFromEnv, traceExportersFromEnv } from './exporters-from-env.js';
 
 /** Options of {@link startLifeline}. */
 export interface LifelineOptions {
   /** `service.name`; default from `OTEL_SERVICE_NAME`. */
   serviceName?: string;
-  /** Where spans go; default OTLP configured by the `OTEL_*` env. Batched by the SDK. */
+  /** Where spans go, batched; default the exporters `OTEL_TRACES_EXPORTER` names (OTLP). */
   traceExporter?: SpanExporter;
-  /** Span processors, instead of the batched `traceExporter`. */
+  /** Span processors to use instead of the batched `traceExporter`; lifeline's own run first. */
   spanProcessors?: SpanProcessor[];
-  /** More instrumentations to enable beside lifeline's own. */
+  /** More instrumentations beside lifeline's (undici/fetch and http). */
   instrumentations?: Instrumentation[];
   /** The catalog to serve; default the process-wide `health`. */
   health?: Health;
@@ -20,6 +37,10 @@ export interface LifelineOptions {
   probe?: false | Omit<ProbeServerOptions, 'health'>;
   /** Where lifeline logs; default lifeline's pino logger. */
   logger?: Logger;
+  /** Deadline policy of the global undici dispatcher, or `false` to leave the global dispatcher alone. */
+  deadlines?: false | DeadlineDispatcherOptions;
+  /** Options of the inbound/outbound deadline header. */
+  propagation?: DeadlinePropagatorOptions;
 }
 
 /** A started lifeline: the catalog, its probe server, and the SDK's flush and shutdown. */
@@ -29,27 +50,48 @@ export interface Lifeline {
   readonly probe: ProbeServer | undefined;
   /** Exports every ended span now. */
   forceFlush(): Promise<void>;
-  /** Closes the probe server and the catalog, flushes and stops the SDK. Idempotent. */
+  /** Closes the probe server and the catalog, restores the global dispatcher, flushes and stops the SDK. Idempotent. */
   shutdown(): Promise<void>;
 }
 
 /**
- * Starts the OpenTelemetry NodeSDK wired with lifeline, the probe server and the catalog
- * (SPEC §3). The SDK registers the global tracer provider and context manager.
+ * Starts the OpenTelemetry NodeSDK wired with everything lifeline has (SPEC §3): deadline span
+ * attributes, the deadline header beside W3C trace context and baggage, undici/fetch and http
+ * instrumentation (probe requests untraced), the deadline dispatcher, the probe server and the
+ * catalog. The SDK registers the global tracer provider, propagator and context manager.
  */
 export async function startLifeline(options: LifelineOptions = {}): Promise<Lifeline> {
   const health = options.health ?? processHealth;
-  const sdk = new NodeSDK({
+  const spanProcessors: SpanProcessor[] = [
+    new DeadlineSpanProcessor(),
+    ...(options.spanProcessors ?? (options.traceExporter ? [options.traceExporter] : traceExportersFromEnv()).map((exporter) => batchProcessorFromEnv(exporter))),
+  ];
+  let probePort: number | undefined;
+  const config: Partial<NodeSDKConfiguration> = {
+    spanProcessors,
+    textMapPropagator: new CompositePropagator({
+      propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator(), new DeadlinePropagator(options.propagation)],
+    }),
+    instrumentations: [
+      new UndiciInstrumentation(),
+      new HttpInstrumentation({ ignoreIncomingRequestHook: (req) => probePort !== undefined && req.socket.localPort === probePort }),
+      ...(options.instrumentations ?? []),
+    ],
+    // Logs and metrics stay off unless their exporters are asked for: lifeline is about traces.
+    ...(process.env.OTEL_LOGS_EXPORTER === undefined ? { logRecordProcessors: [] } : {}),
+    ...(process.env.OTEL_METRICS_EXPORTER === undefined ? { metricReaders: [] } : {}),
     ...(options.serviceName === undefined ? {} : { serviceName: options.serviceName }),
-    ...(options.traceExporter === undefined ? {} : { traceExporter: options.traceExporter }),
-    ...(options.spanProcessors === undefined ? {} : { spanProcessors: options.spanProcessors }),
-    instrumentations: options.instrumentations ?? [],
-  });
+  };
+  const sdk = new NodeSDK(config);
   sdk.start();
+  const dispatcher: InstalledDeadlineDispatcher | undefined = options.deadlines === false ? undefined : installDeadlineDispatcher(options.deadlines);
+
   let probe: ProbeServer | undefined;
   try {
     probe = options.probe === false ? undefined : await startProbeServer({ ...options.probe, ...(options.logger ? { logger: options.logger } : {}), health });
+    probePort = probe?.port;
   } catch (err) {
+    dispatcher?.uninstall();
     await sdk.shutdown();
     throw err;
   }
@@ -66,6 +108,7 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
       (stopping ??= (async () => {
         await probe?.close();
         health.close();
+        dispatcher?.uninstall();
         await sdk.shutdown();
       })()),
   };

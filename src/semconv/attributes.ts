@@ -9,3 +9,4 @@ export const ATTR_DEADLINE_AT = 'lifeline.deadline.at';
 export const ATTR_DEADLINE_BUDGET_MS = 'lifeline.deadline.budget_ms';
 export const ATTR_DEADLINE_SOURCE = 'lifeline.deadline.source';
 export const ATTR_DEADLINE_EXCEEDED = 'lifeline.deadline.exceeded';
+export const ATTR_DEADLINE_MISSING = 'lifeline.deadline.missing';

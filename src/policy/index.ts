@@ -1,0 +1,1 @@
+export { DeadlinePolicy, type DeadlinePolicyOptions, type DeadlineRule, type RequestAttributes, type RuleValue } from './deadline-policy.js';

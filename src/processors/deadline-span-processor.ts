@@ -1,0 +1,56 @@
+import { SpanKind, SpanStatusCode, type Context } from '@opentelemetry/api';
+// Types only: the core entry depends on the API at run time, never on the SDK.
+import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
+import { deadlineOf } from '../deadline/index.js';
+import { ATTR_DEADLINE_AT, ATTR_DEADLINE_BUDGET_MS, ATTR_DEADLINE_EXCEEDED, ATTR_DEADLINE_MISSING, ATTR_DEADLINE_SOURCE, isoTime } from '../semconv/index.js';
+
+const ATTR_ERROR_TYPE = 'error.type';
+const DEADLINE_ERROR_CODE = 'ERR_DEADLINE_EXCEEDED';
+
+/**
+ * Records deadlines on spans (SPEC §6). Every span started under a deadline gets
+ * `lifeline.deadline.at`, `budget_ms` (remaining at start) and `source`; a client span started with
+ * no deadline at all gets `lifeline.deadline.missing` — the calls nobody bounded. A span that ends
+ * with a `DeadlineExceededError` (as the undici instrumentation records a call lifeline aborted) is
+ * marked `lifeline.deadline.exceeded`, `error.type` = `timeout`, status ERROR.
+ */
+export class DeadlineSpanProcessor implements SpanProcessor {
+  onStart(span: Span, parentContext: Context): void {
+    // Tick spans carry their own deadline; a scope around the tick must not overwrite it.
+    if (span.attributes[ATTR_DEADLINE_SOURCE] !== undefined) return;
+    const deadline = deadlineOf(parentContext);
+    if (deadline !== undefined) {
+      span.setAttributes({
+        [ATTR_DEADLINE_AT]: isoTime(deadline.at),
+        [ATTR_DEADLINE_BUDGET_MS]: Math.max(0, Math.round(deadline.at - Date.now())),
+        [ATTR_DEADLINE_SOURCE]: deadline.source,
+      });
+    } else if (span.kind === SpanKind.CLIENT) {
+      span.setAttribute(ATTR_DEADLINE_MISSING, true);
+    }
+  }
+
+  onEnding(span: Span): void {
+    if (!endedByDeadline(span)) return;
+    span.setAttribute(ATTR_ERROR_TYPE, 'timeout');
+    span.setAttribute(ATTR_DEADLINE_EXCEEDED, true);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: 'deadline exceeded' });
+  }
+
+  onEnd(_span: ReadableSpan): void {
+    // Everything happens while the span can still be changed.
+  }
+
+  forceFlush(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  shutdown(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+function endedByDeadline(span: Span): boolean {
+  if (span.attributes[ATTR_ERROR_TYPE] === DEADLINE_ERROR_CODE) return true;
+  return span.events.some((event) => event.name === 'exception' && event.attributes?.['exception.type'] === 'DeadlineExceededError');
+}

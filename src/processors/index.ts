@@ -1,0 +1,1 @@
+export { DeadlineSpanProcessor } from './deadline-span-processor.js';

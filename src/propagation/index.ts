@@ -1,0 +1,1 @@
+export { DEADLINE_HEADER, DeadlinePropagator, type DeadlinePropagatorOptions } from './deadline-propagator.js';

@@ -1,0 +1,91 @@
+import { context } from '@opentelemetry/api';
+import { createRequire } from 'node:module';
+import type { Dispatcher } from 'undici';
+import { contextWithDeadline, deadlineOf, DeadlineScope, type DeadlineSource } from '../deadline/index.js';
+import { DeadlinePolicy, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
+import { DeadlineHandler, type QueuedAbortHook } from './deadline-handler.js';
+
+/**
+ * undici's dispatch option through which a queued request can be cancelled before it has a
+ * connection. It is internal to undici (no public export), so we read it defensively: without it,
+ * DeadlineHandler still frees the caller at the deadline, only the span ends later.
+ */
+const kQueuedAbort = loadQueuedAbortSymbol();
+
+function loadQueuedAbortSymbol(): symbol | undefined {
+  try {
+    const symbols = createRequire(import.meta.url)('undici/lib/core/symbols.js') as { kQueuedAbort?: unknown };
+    return typeof symbols.kQueuedAbort === 'symbol' ? symbols.kQueuedAbort : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+type DispatchOptions = Dispatcher.DispatchOptions & { [key: symbol]: unknown };
+
+/**
+ * An undici interceptor that aborts every request at the deadline in the OpenTelemetry context
+ * (or the policy's, whichever is sooner) — connecting, waiting for headers or streaming the body —
+ * with a `DeadlineExceededError`. Requests with no deadline pass through untouched.
+ * @example `new Agent().compose(deadlineInterceptor({ defaultTimeoutMs: 10_000 }))`
+ */
+export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispatcher.DispatcherComposeInterceptor {
+  const policy = new DeadlinePolicy(options);
+  return (dispatch) =>
+    function dispatchWithDeadline(opts: DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+      const active = context.active();
+      const current = deadlineOf(active);
+      let at = current?.at;
+      let source: DeadlineSource | undefined = current?.source;
+      if (!policy.empty) {
+        const budget = policy.ruleTimeout(requestAttributes(opts)) ?? (current === undefined ? policy.defaultTimeoutMs : undefined);
+        const policyAt = budget === undefined ? undefined : Date.now() + budget;
+        if (policyAt !== undefined && (at === undefined || policyAt < at)) {
+          at = policyAt;
+          source = 'policy';
+        }
+      }
+      if (at === undefined || source === undefined) return dispatch(opts, handler);
+
+      const deadlineHandler = new DeadlineHandler(handler, at, source);
+      const dispatchOpts = kQueuedAbort === undefined ? opts : { ...opts, [kQueuedAbort]: chainHooks(deadlineHandler.queuedAbortHook, opts[kQueuedAbort]) };
+      deadlineHandler.arm();
+      if (at === current?.at) return dispatch(dispatchOpts, deadlineHandler);
+      // The policy tightened the deadline: let the client span and the propagated header see it.
+      const scope = new DeadlineScope(at, source);
+      return context.with(contextWithDeadline(active, scope), () => dispatch(dispatchOpts, deadlineHandler));
+    };
+}
+
+/** An outer layer (e.g. `undici.request` with a signal) may have set its own hook: both get the cancel. */
+function chainHooks(ours: QueuedAbortHook, theirs: unknown): QueuedAbortHook {
+  if (typeof theirs !== 'function') return ours;
+  return (cancel) => {
+    ours(cancel);
+    (theirs as QueuedAbortHook)(cancel);
+  };
+}
+
+const DEFAULT_PORTS: Readonly<Record<string, number>> = { 'http:': 80, 'https:': 443 };
+
+/** The semantic-convention attributes a policy rule can match, from the dispatch options. */
+function requestAttributes(opts: Dispatcher.DispatchOptions): RequestAttributes {
+  let origin: URL | undefined;
+  try {
+    origin = opts.origin === undefined ? undefined : new URL(opts.origin);
+  } catch {
+    origin = undefined;
+  }
+  const query = opts.path.indexOf('?');
+  const attributes: Record<string, string | number> = {
+    'http.request.method': opts.method,
+    'url.path': query === -1 ? opts.path : opts.path.slice(0, query),
+  };
+  if (origin !== undefined) {
+    attributes['server.address'] = origin.hostname;
+    attributes['url.scheme'] = origin.protocol.slice(0, -1);
+    const port = origin.port === '' ? DEFAULT_PORTS[origin.protocol] : Number(origin.port);
+    if (port !== undefined) attributes['server.port'] = port;
+  }
+  return attributes;
+}

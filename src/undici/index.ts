@@ -1,0 +1,2 @@
+export { deadlineInterceptor } from './deadline-interceptor.js';
+export { installDeadlineDispatcher, type DeadlineDispatcherOptions, type InstalledDeadlineDispatcher } from './install.js';

@@ -1,0 +1,144 @@
+import { propagation, SpanStatusCode, trace } from '@opentelemetry/api';
+import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import {
+  DeadlinePropagator,
+  DeadlineSpanProcessor,
+  Health,
+  installDeadlineDispatcher,
+  isDeadlineExceeded,
+  withTimeout,
+  type InstalledDeadlineDispatcher,
+} from '../../src/index.js';
+import { answersOk, neverAnswers, serve, type TestServer } from '../support/servers.js';
+
+const exporter = new InMemorySpanExporter();
+const provider = new TracerProvider({ spanProcessors: [new DeadlineSpanProcessor(), new SimpleSpanProcessor({ exporter })] });
+const instrumentation = new UndiciInstrumentation();
+let installed: InstalledDeadlineDispatcher;
+let ok: TestServer;
+let silent: TestServer;
+let headers: string[] = [];
+
+beforeAll(async () => {
+  trace.setGlobalTracerProvider(provider);
+  propagation.setGlobalPropagator(new DeadlinePropagator());
+  instrumentation.setTracerProvider(provider);
+  instrumentation.enable();
+  installed = installDeadlineDispatcher({
+    policy: [{ match: { 'url.path': /^\/policed/, 'http.request.method': 'GET' }, timeoutMs: 80 }],
+    defaultTimeoutMs: 30_000,
+  });
+  ok = await serve((req, res) => {
+    headers.push(String(req.headers['x-request-timeout-ms']));
+    answersOk(req, res);
+  });
+  silent = await serve(neverAnswers);
+});
+afterAll(async () => {
+  instrumentation.disable();
+  installed.uninstall();
+  await Promise.all([ok.close(), silent.close()]);
+});
+beforeEach(() => {
+  exporter.reset();
+  headers = [];
+});
+
+function clientSpans(): ReadableSpan[] {
+  return exporter.getFinishedSpans().filter((s) => s.attributes['http.request.method'] !== undefined);
+}
+
+describe('DeadlineSpanProcessor with the undici instrumentation (SPEC §6)', () => {
+  it('a client span under a deadline records at, budget and source; the header carries the budget', async () => {
+    const before = Date.now();
+    await withTimeout(2_000, async () => (await fetch(`${ok.url}/a`)).text());
+    const [span] = clientSpans();
+    expect(span?.attributes['lifeline.deadline.source']).toBe('scope');
+    const at = Date.parse(span?.attributes['lifeline.deadline.at'] as string);
+    expect(at).toBeGreaterThanOrEqual(before + 2_000);
+    expect(at).toBeLessThanOrEqual(Date.now() + 2_000);
+    expect(span?.attributes['lifeline.deadline.budget_ms']).toBeGreaterThan(1_800);
+    expect(span?.attributes['lifeline.deadline.missing']).toBeUndefined();
+    expect(Number(headers[0])).toBeGreaterThan(1_800);
+    expect(Number(headers[0])).toBeLessThanOrEqual(2_000);
+  });
+
+  it('a call aborted by its deadline ends ERROR with error.type timeout and lifeline.deadline.exceeded', async () => {
+    const error = await withTimeout(100, () => fetch(`${silent.url}/stuck`)).catch((err: unknown) => err);
+    expect(isDeadlineExceeded(error)).toBe(true);
+    const [span] = clientSpans();
+    expect(span?.status.code).toBe(SpanStatusCode.ERROR);
+    expect(span?.attributes['error.type']).toBe('timeout');
+    expect(span?.attributes['lifeline.deadline.exceeded']).toBe(true);
+  });
+
+  it('a client call with no deadline at all records lifeline.deadline.missing (and gets the default policy budget)', async () => {
+    installed.uninstall();
+    const bare = installDeadlineDispatcher();
+    try {
+      await (await fetch(`${ok.url}/unbounded`)).text();
+    } finally {
+      bare.uninstall();
+      installed = installDeadlineDispatcher({
+        policy: [{ match: { 'url.path': /^\/policed/, 'http.request.method': 'GET' }, timeoutMs: 80 }],
+        defaultTimeoutMs: 30_000,
+      });
+    }
+    const [span] = clientSpans();
+    expect(span?.attributes['lifeline.deadline.missing']).toBe(true);
+    expect(span?.attributes['lifeline.deadline.source']).toBeUndefined();
+    expect(headers[0]).toBe('undefined');
+  });
+
+  it('defaultTimeoutMs bounds a call with no deadline: source policy', async () => {
+    await (await fetch(`${ok.url}/defaulted`)).text();
+    const [span] = clientSpans();
+    expect(span?.attributes['lifeline.deadline.source']).toBe('policy');
+    expect(span?.attributes['lifeline.deadline.budget_ms']).toBeGreaterThan(29_000);
+    expect(span?.attributes['lifeline.deadline.missing']).toBeUndefined();
+    expect(Number(headers[0])).toBeGreaterThan(29_000);
+  });
+
+  it('a matching rule tightens the context deadline and aborts the call at it: source policy', async () => {
+    const started = Date.now();
+    const error = await withTimeout(5_000, () => fetch(`${silent.url}/policed/x`)).catch((err: unknown) => err);
+    expect(isDeadlineExceeded(error)).toBe(true);
+    expect((error as Error).cause).toMatchObject({ source: 'policy' });
+    expect(Date.now() - started).toBeLessThan(1_000);
+    const [span] = clientSpans();
+    expect(span?.attributes['lifeline.deadline.source']).toBe('policy');
+    expect(span?.attributes['lifeline.deadline.exceeded']).toBe(true);
+  });
+
+  it('a rule never loosens a tighter context deadline', async () => {
+    await withTimeout(50, () => fetch(`${silent.url}/policed/y`)).catch(() => undefined);
+    expect(clientSpans()[0]?.attributes['lifeline.deadline.source']).toBe('scope');
+  });
+
+  it('a rule that does not match (method) leaves the call to its context deadline', async () => {
+    await withTimeout(2_000, async () => (await fetch(`${ok.url}/policed/z`, { method: 'POST', body: 'x' })).text());
+    expect(clientSpans()[0]?.attributes['lifeline.deadline.source']).toBe('scope');
+  });
+
+  it('spans inside tick work carry the tick deadline; the tick span keeps its own attributes', async () => {
+    const health = new Health({ interval: 10_000, tracerProvider: provider });
+    try {
+      const tick = health.registerLiveness('worker').take();
+      await withTimeout(60_000, () =>
+        tick?.run(async () => {
+          trace.getTracer('app').startSpan('internal work').end();
+          await (await fetch(`${ok.url}/tick`)).text();
+        }),
+      );
+      const spans = exporter.getFinishedSpans();
+      const byName = (name: string) => spans.find((s) => s.name === name);
+      expect(byName('internal work')?.attributes['lifeline.deadline.source']).toBe('tick');
+      expect(byName('GET')?.attributes['lifeline.deadline.source']).toBe('tick');
+      expect(byName('tick worker')?.attributes['lifeline.deadline.at']).toBe(new Date(tick?.deadline ?? 0).toISOString());
+    } finally {
+      health.close();
+    }
+  });
+});

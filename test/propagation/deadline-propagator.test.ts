@@ -1,0 +1,99 @@
+import { context, defaultTextMapGetter, defaultTextMapSetter, ROOT_CONTEXT, type Context } from '@opentelemetry/api';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { currentDeadline, DEADLINE_HEADER, DeadlinePropagator, LifelineError, withDeadline, withTimeout, type Deadline } from '../../src/index.js';
+
+const propagator = new DeadlinePropagator({ maxInboundMs: 60_000 });
+
+function extract(headers: Record<string, unknown>, ctx: Context = ROOT_CONTEXT): Deadline | undefined {
+  const extracted = propagator.extract(ctx, headers, defaultTextMapGetter);
+  return context.with(extracted, () => currentDeadline());
+}
+
+describe('DeadlinePropagator (SPEC §6)', () => {
+  it('injects the remaining budget in whole ms', () => {
+    const carrier: Record<string, string> = {};
+    withTimeout(1_500, () => {
+      propagator.inject(context.active(), carrier, defaultTextMapSetter);
+    });
+    expect(carrier[DEADLINE_HEADER]).toMatch(/^\d+$/);
+    expect(Number(carrier[DEADLINE_HEADER])).toBeGreaterThan(1_400);
+    expect(Number(carrier[DEADLINE_HEADER])).toBeLessThanOrEqual(1_500);
+  });
+
+  it('injects 0 for a passed deadline and nothing without one', () => {
+    const carrier: Record<string, string> = {};
+    withDeadline(Date.now() - 100, () => {
+      propagator.inject(context.active(), carrier, defaultTextMapSetter);
+    });
+    expect(carrier[DEADLINE_HEADER]).toBe('0');
+    const empty: Record<string, string> = {};
+    propagator.inject(ROOT_CONTEXT, empty, defaultTextMapSetter);
+    expect(empty).toEqual({});
+  });
+
+  it('extracts a budget as an inbound deadline', () => {
+    const before = Date.now();
+    const deadline = extract({ [DEADLINE_HEADER]: '750' });
+    expect(deadline?.source).toBe('inbound');
+    expect(deadline?.at).toBeGreaterThanOrEqual(before + 750);
+    expect(deadline?.at).toBeLessThanOrEqual(Date.now() + 750);
+  });
+
+  it('clamps budgets to maxInboundMs', () => {
+    const deadline = extract({ [DEADLINE_HEADER]: '9999999999' });
+    expect(deadline?.remainingMs()).toBeLessThanOrEqual(60_000);
+    expect(deadline?.remainingMs()).toBeGreaterThan(59_000);
+  });
+
+  it('keeps a tighter deadline already in the context', () => {
+    withTimeout(100, () => {
+      expect(extract({ [DEADLINE_HEADER]: '5000' }, context.active())?.source).toBe('scope');
+    });
+  });
+
+  it.each(['', ' ', '-5', '1.5', '1e3', '0x10', 'abc', '12345678901', '٣٠٠', '+5', '5 5', '5,5', 'Infinity', 'NaN'])('ignores the malformed value %j', (value) => {
+    expect(extract({ [DEADLINE_HEADER]: value })).toBeUndefined();
+  });
+
+  it('ignores repeated headers and non-string values', () => {
+    expect(extract({ [DEADLINE_HEADER]: ['100', '200'] })).toBeUndefined();
+    expect(extract({ [DEADLINE_HEADER]: 100 })).toBeUndefined();
+    expect(extract({ [DEADLINE_HEADER]: ['300'] })?.source).toBe('inbound');
+  });
+
+  it('survives a getter that throws', () => {
+    const hostile = { get: () => { throw new Error('boom'); }, keys: () => [] };
+    expect(() => propagator.extract(ROOT_CONTEXT, {}, hostile)).not.toThrow();
+  });
+
+  it('fields() names the header; invalid maxInboundMs is rejected', () => {
+    expect(propagator.fields()).toEqual([DEADLINE_HEADER]);
+    expect(() => new DeadlinePropagator({ maxInboundMs: 0 })).toThrow(LifelineError);
+    expect(() => new DeadlinePropagator({ maxInboundMs: Number.NaN })).toThrow(/maxInboundMs: NaN/);
+  });
+
+  it('fuzz: arbitrary header values never throw and never adopt an absurd deadline', () => {
+    const value = fc.oneof(
+      fc.string(),
+      fc.string({ unit: 'binary' }),
+      fc.stringMatching(/^[0-9]{0,20}$/),
+      fc.integer().map(String),
+      fc.double().map(String),
+      fc.array(fc.string(), { maxLength: 3 }),
+      fc.anything(),
+    );
+    fc.assert(
+      fc.property(value, (raw) => {
+        const before = Date.now();
+        const deadline = extract({ [DEADLINE_HEADER]: raw });
+        if (deadline === undefined) return;
+        expect(deadline.source).toBe('inbound');
+        expect(deadline.at).toBeGreaterThanOrEqual(before);
+        expect(deadline.at).toBeLessThanOrEqual(Date.now() + 60_000);
+        expect(Number.isFinite(deadline.at)).toBe(true);
+      }),
+      { numRuns: 5_000 },
+    );
+  });
+});

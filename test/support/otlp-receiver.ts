@@ -1,0 +1,111 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** A span as received over OTLP/HTTP JSON, flattened for assertions. */
+export interface ReceivedSpan {
+  service: string;
+  name: string;
+  traceId: string;
+  spanId: string;
+  parentSpanId: string;
+  kind: number;
+  startMs: number;
+  endMs: number;
+  statusCode: number;
+  attributes: Record<string, string | number | boolean>;
+}
+
+interface OtlpValue {
+  stringValue?: string;
+  intValue?: string | number;
+  doubleValue?: number;
+  boolValue?: boolean;
+}
+interface OtlpAttribute {
+  key: string;
+  value: OtlpValue;
+}
+interface OtlpSpan {
+  name: string;
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  kind: number;
+  startTimeUnixNano: string;
+  endTimeUnixNano: string;
+  status?: { code?: number };
+  attributes?: OtlpAttribute[];
+}
+interface OtlpRequest {
+  resourceSpans?: { resource?: { attributes?: OtlpAttribute[] }; scopeSpans?: { spans?: OtlpSpan[] }[] }[];
+}
+
+/**
+ * A minimal OTLP/HTTP JSON trace receiver on loopback: services under test export to it with the
+ * real OTLP exporter (`OTEL_EXPORTER_OTLP_PROTOCOL=http/json`), so their spans can be asserted on.
+ */
+export async function otlpReceiver(): Promise<{ endpoint: string; spans: ReceivedSpan[]; waitFor: (predicate: (spans: ReceivedSpan[]) => boolean, timeoutMs?: number) => Promise<ReceivedSpan[]>; close: () => Promise<void> }> {
+  const spans: ReceivedSpan[] = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      if (req.url === '/v1/traces') spans.push(...flatten(JSON.parse(Buffer.concat(chunks).toString('utf8')) as OtlpRequest));
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    spans,
+    async waitFor(predicate, timeoutMs = 15_000) {
+      const until = Date.now() + timeoutMs;
+      while (!predicate(spans)) {
+        if (Date.now() > until) throw new Error(`spans did not arrive in time; have: ${spans.map((s) => `${s.service}:${s.name}`).join(', ')}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      return spans;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => {
+          resolve();
+        });
+      }),
+  };
+}
+
+function flatten(request: OtlpRequest): ReceivedSpan[] {
+  const result: ReceivedSpan[] = [];
+  for (const resourceSpans of request.resourceSpans ?? []) {
+    const service = String(attributesOf(resourceSpans.resource?.attributes)['service.name'] ?? '');
+    for (const scope of resourceSpans.scopeSpans ?? []) {
+      for (const span of scope.spans ?? []) {
+        result.push({
+          service,
+          name: span.name,
+          traceId: span.traceId,
+          spanId: span.spanId,
+          parentSpanId: span.parentSpanId ?? '',
+          kind: span.kind,
+          startMs: Number(BigInt(span.startTimeUnixNano) / 1_000_000n),
+          endMs: Number(BigInt(span.endTimeUnixNano) / 1_000_000n),
+          statusCode: span.status?.code ?? 0,
+          attributes: attributesOf(span.attributes),
+        });
+      }
+    }
+  }
+  return result;
+}
+
+function attributesOf(list: OtlpAttribute[] | undefined): Record<string, string | number | boolean> {
+  const result: Record<string, string | number | boolean> = {};
+  for (const { key, value } of list ?? []) {
+    const v = value.stringValue ?? value.boolValue ?? value.doubleValue ?? (value.intValue === undefined ? undefined : Number(value.intValue));
+    if (v !== undefined) result[key] = v;
+  }
+  return result;
+}

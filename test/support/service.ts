@@ -1,0 +1,40 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { ROOT } from './node.js';
+
+/** A Node service started in its own process; it prints `{"port":N}` on its first stdout line. */
+export interface ChildService {
+  url: string;
+  stderr: () => string;
+  stop: () => Promise<void>;
+}
+
+export async function startService(script: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Promise<ChildService> {
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+  const port = await new Promise<number>((resolve, reject) => {
+    lines.once('line', (line) => {
+      resolve((JSON.parse(line) as { port: number }).port);
+    });
+    child.once('exit', (code) => {
+      reject(new Error(`${script} exited with ${String(code)} before listening: ${stderr}`));
+    });
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stderr: () => stderr,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) {
+          resolve();
+          return;
+        }
+        child.once('exit', () => {
+          resolve();
+        });
+        child.kill('SIGTERM');
+      }),
+  };
+}

@@ -1,0 +1,146 @@
+import { createHook } from 'node:async_hooks';
+import { Writable } from 'node:stream';
+import * as undici from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { currentDeadline, Health, installDeadlineDispatcher, isDeadlineExceeded, withDeadline, withTimeout, type InstalledDeadlineDispatcher } from '../../src/index.js';
+import { answersOk, neverAnswers, serve, stallsBody, tricklesBody, type TestServer } from '../support/servers.js';
+
+type Call = (url: string) => Promise<unknown>;
+/** Every client the dispatcher must cover, each consuming the whole body as a caller would. */
+const CLIENTS: Record<string, Call> = {
+  'global fetch': async (url) => (await fetch(url)).text(),
+  'undici.fetch': async (url) => (await undici.fetch(url)).text(),
+  'undici.request': async (url) => (await undici.request(url)).body.text(),
+  'undici.stream': (url) =>
+    undici.stream(url, { method: 'GET' }, () => new Writable({ write: (_chunk, _encoding, done) => { done(); } })),
+};
+
+let installed: InstalledDeadlineDispatcher;
+const servers: Record<string, TestServer> = {};
+beforeAll(async () => {
+  installed = installDeadlineDispatcher();
+  servers.silent = await serve(neverAnswers);
+  servers.stall = await serve(stallsBody);
+  servers.trickle = await serve(tricklesBody(20));
+  servers.ok = await serve(answersOk);
+});
+afterAll(async () => {
+  installed.uninstall();
+  await Promise.all(Object.values(servers).map((s) => s.close()));
+});
+
+/** Runs `call` under a deadline `ms` from now; returns how late after the deadline it rejected. */
+async function lateness(ms: number, call: () => Promise<unknown>): Promise<{ error: unknown; lateMs: number }> {
+  const at = Date.now() + ms;
+  try {
+    await withDeadline(at, call);
+  } catch (error) {
+    return { error, lateMs: Date.now() - at };
+  }
+  throw new Error('the call completed although it should have been aborted');
+}
+
+describe.each(Object.entries(CLIENTS))('%s under a deadline (SPEC §6)', (_name, call) => {
+  it.each([
+    ['waiting for headers', 'silent'],
+    ['with the body stalled after the headers', 'stall'],
+    ['while the body trickles past the deadline', 'trickle'],
+  ])('aborts %s, at the deadline, with a deadline error', async (_phase, server) => {
+    const { error, lateMs } = await lateness(150, () => call(`${servers[server]?.url ?? ''}/slow`));
+    expect(isDeadlineExceeded(error)).toBe(true);
+    expect(lateMs).toBeGreaterThanOrEqual(0);
+    expect(lateMs).toBeLessThan(150); // generous for a loaded 2-core CI machine; bench/deadline measures the real figure
+  });
+
+  it('rejects at once when the deadline passed before the call', async () => {
+    const { error, lateMs } = await lateness(-50, () => call(`${servers.ok?.url ?? ''}/late`));
+    expect(isDeadlineExceeded(error)).toBe(true);
+    expect(lateMs).toBeLessThan(150);
+  });
+
+  it('leaves a call that finishes first alone', async () => {
+    await expect(withTimeout(5_000, () => call(`${servers.ok?.url ?? ''}/fast`))).resolves.not.toThrow();
+  });
+});
+
+describe('deadline scopes and the dispatcher', () => {
+  it('nested scopes: the inner, shorter deadline wins; an outer shorter one is kept', async () => {
+    const url = `${servers.silent?.url ?? ''}/nested`;
+    const inner = await lateness(5_000, () => withTimeout(100, () => fetch(url)));
+    expect(isDeadlineExceeded(inner.error)).toBe(true);
+    expect(inner.lateMs).toBeLessThan(-4_000); // rejected ~100 ms in, long before the outer deadline
+    const outer = await lateness(100, () => withTimeout(5_000, () => fetch(url)));
+    expect(isDeadlineExceeded(outer.error)).toBe(true);
+    expect(outer.lateMs).toBeLessThan(150);
+  });
+
+  it('concurrent calls with different deadlines each end at their own', async () => {
+    const url = `${servers.silent?.url ?? ''}/concurrent`;
+    const started = Date.now();
+    const ends = await Promise.all(
+      [400, 100, 250].map((ms) =>
+        withTimeout(ms, () => fetch(url)).catch((error: unknown) => {
+          expect(isDeadlineExceeded(error)).toBe(true);
+          return Date.now() - started;
+        }),
+      ),
+    );
+    expect(ends[1]).toBeLessThan(ends[2] as number);
+    expect(ends[2]).toBeLessThan(ends[0] as number);
+    expect(ends[1]).toBeGreaterThanOrEqual(99);
+  });
+
+  it("a tick's run aborts a call at the tick deadline, with source tick", async () => {
+    const health = new Health({ interval: 120, buffer: 1 });
+    try {
+      const tick = health.registerLiveness('poller').take();
+      if (tick === undefined) throw new Error('no tick');
+      const error = await tick
+        .run(async () => {
+          expect(currentDeadline()?.source).toBe('tick');
+          await fetch(`${servers.silent?.url ?? ''}/tick`);
+        })
+        .catch((err: unknown) => err);
+      expect(isDeadlineExceeded(error)).toBe(true);
+      expect((error as Error).cause).toMatchObject({ source: 'tick', deadline: tick.deadline });
+      expect(Date.now()).toBeGreaterThanOrEqual(tick.deadline);
+      expect(Date.now() - tick.deadline).toBeLessThan(150);
+    } finally {
+      health.close();
+    }
+  });
+
+  it('calls without any deadline pass through untouched', async () => {
+    expect(await (await fetch(`${servers.ok?.url ?? ''}/free`)).text()).toBe('ok');
+  });
+
+  it('requests that finish first leave no deadline timer behind', async () => {
+    // Track Timeout resources with our 60 s budget: each must be cleared (destroyed) once its call ends.
+    const live = new Set<number>();
+    const hook = createHook({
+      init(id, type, _trigger, resource) {
+        const idle = (resource as { _idleTimeout?: number })._idleTimeout ?? 0;
+        if (type === 'Timeout' && idle > 59_000 && idle <= 60_000) live.add(id);
+      },
+      destroy(id) {
+        live.delete(id);
+      },
+    }).enable();
+    let created = 0;
+    const probe = createHook({
+      init(_id, type, _trigger, resource) {
+        const idle = (resource as { _idleTimeout?: number })._idleTimeout ?? 0;
+        if (type === 'Timeout' && idle > 59_000 && idle <= 60_000) created++;
+      },
+    }).enable();
+    try {
+      for (let i = 0; i < 200; i++) await withTimeout(60_000, () => CLIENTS['undici.request']?.(`${servers.ok?.url ?? ''}/n${i}`));
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      hook.disable();
+      probe.disable();
+    }
+    expect(created).toBe(200);
+    expect(live.size).toBe(0);
+  });
+});
