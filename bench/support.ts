@@ -48,3 +48,39 @@ export function table(header: readonly string[], rows: readonly (readonly string
   for (const row of rows) console.log(`| ${row.join(' | ')} |`);
   console.log();
 }
+
+/** Starts bench/server.mjs in its own process; resolves with its URL and a stop function. */
+export async function startPeer(mode: 'ok' | 'silent'): Promise<{ url: string; stop: () => void }> {
+  const { spawn } = await import('node:child_process');
+  const { createInterface } = await import('node:readline');
+  const child = spawn(process.execPath, [new URL('./server.mjs', import.meta.url).pathname], { env: { ...process.env, MODE: mode }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
+  const { port } = JSON.parse(line) as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stop: () => {
+      child.kill();
+    },
+  };
+}
+
+/** Settles the heap: a few full GCs with turns of the event loop between. Needs --expose-gc. */
+export async function settledHeap(): Promise<number> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (gc === undefined) throw new Error('run with --expose-gc');
+  for (let i = 0; i < 4; i++) {
+    gc();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return process.memoryUsage().heapUsed;
+}
+
+/** Runs `count` calls of `call`, `concurrency` at a time. */
+export async function runConcurrently(count: number, concurrency: number, call: (i: number) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) await call(next++);
+    }),
+  );
+}

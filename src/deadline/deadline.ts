@@ -13,7 +13,8 @@ export interface Deadline {
   remainingMs(): number;
   /**
    * Aborts at the deadline with a {@link DeadlineExceededError} reason, for APIs that take a
-   * signal. Created on first read; its timer is released when the scope's work settles.
+   * signal. Created on first read, with an unref-ed timer that ends at the deadline (a tick's ends
+   * earlier, when its `run` settles).
    */
   readonly signal: AbortSignal;
 }
@@ -113,13 +114,9 @@ function runWithDeadline<T>(at: number, source: DeadlineSource, fn: () => T): T 
   const current = deadlineOf(active);
   // Deadlines only shrink: a later one changes nothing, not even the source.
   if (current !== undefined && current.at <= at) return fn();
-  const scope = new DeadlineScope(at, source);
-  return runThenSettle(
-    () => context.with(contextWithDeadline(active, scope), fn),
-    () => {
-      scope.release();
-    },
-  );
+  // No release when fn settles: most scopes never create a timer, and waiting on every result
+  // would cost a promise per call on the hottest path. A signal read here lives to the deadline.
+  return context.with(contextWithDeadline(active, new DeadlineScope(at, source)), fn);
 }
 
 /** How a piece of work ended. */

@@ -1,14 +1,20 @@
-let lastMs = Number.NaN;
-let lastIso = '';
+// Year 10000: from here on toISOString changes shape (±YYYYYY), so it formats those itself.
+const YEAR_10000 = 253_402_300_800_000;
+let lastSecond = Number.NaN;
+let lastPrefix = '';
 
 /**
- * `new Date(ms).toISOString()`, remembering the last answer: every tick of a round and every call
- * under one deadline shares the same instant, and formatting costs about a microsecond.
+ * `new Date(ms).toISOString()` for span attributes, without its cost (~0.7 µs) on every span:
+ * the `YYYY-MM-DDTHH:MM:SS` part is formatted once per second and the milliseconds appended.
  */
 export function isoTime(ms: number): string {
-  if (ms !== lastMs) {
-    lastIso = new Date(ms).toISOString();
-    lastMs = ms;
+  const whole = Math.floor(ms);
+  if (!(whole >= 0 && whole < YEAR_10000)) return new Date(ms).toISOString();
+  const second = Math.floor(whole / 1_000);
+  if (second !== lastSecond) {
+    lastPrefix = new Date(second * 1_000).toISOString().slice(0, 19);
+    lastSecond = second;
   }
-  return lastIso;
+  const millis = whole - second * 1_000;
+  return `${lastPrefix}.${millis < 10 ? '00' : millis < 100 ? '0' : ''}${millis}Z`;
 }

@@ -60,12 +60,13 @@ describe('deadline scopes (SPEC §6)', () => {
     });
   });
 
-  it('a scope that throws still releases and rethrows', () => {
+  it('a scope that throws rethrows, and the deadline is gone after it', () => {
     expect(() =>
       withTimeout(10, () => {
         throw new Error('inner');
       }),
     ).toThrow('inner');
+    expect(currentDeadline()).toBeUndefined();
   });
 
   it.each([Number.NaN, Number.POSITIVE_INFINITY, new Date('nope'), '2026-01-01' as unknown as number])('withDeadline(%s) is an invalid option', (at) => {
