@@ -29,6 +29,20 @@ export {
 export { startProbeServer, type ProbeServer, type ProbeServerOptions } from './probe/index.js';
 export { DEADLINE_HEADER, DeadlinePropagator, type DeadlinePropagatorOptions } from './propagation/index.js';
 export { DeadlineSpanProcessor } from './processors/index.js';
+export {
+  Diagnostics,
+  InFlightSpanProcessor,
+  REDACTED,
+  type CaptureStacks,
+  type DiagnosedComponent,
+  type DiagnosticSnapshot,
+  type DiagnosticsOptions,
+  type HandleInfo,
+  type HealthDiagnostics,
+  type InFlightNode,
+  type InFlightSpanProcessorOptions,
+  type RedactionOptions,
+} from './diagnostics/index.js';
 export { type DeadlinePolicyOptions, type DeadlineRule, type RuleValue } from './policy/index.js';
 export { deadlineInterceptor, installDeadlineDispatcher, type DeadlineDispatcherOptions, type InstalledDeadlineDispatcher } from './undici/index.js';
 export type { Logger } from './log/index.js';

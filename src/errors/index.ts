@@ -1,1 +1,1 @@
-export { LifelineError, invalidOption, type LifelineErrorCode } from './lifeline-error.js';
+export { LifelineError, invalidOption, oneOf, type LifelineErrorCode } from './lifeline-error.js';

@@ -22,6 +22,12 @@ export function invalidOption(option: string, value: unknown, expected: string):
   return new LifelineError('ERR_INVALID_OPTION', `invalid ${option}: ${describe(value)} (expected ${expected})`);
 }
 
+/** `value` if it is one of `allowed`, else an `ERR_INVALID_OPTION` error naming the option. */
+export function oneOf<T extends string>(option: string, value: unknown, allowed: readonly T[]): T {
+  if (typeof value === 'string' && (allowed as readonly string[]).includes(value)) return value as T;
+  throw invalidOption(option, value, allowed.map((a) => `'${a}'`).join(', '));
+}
+
 function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);
   if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);

@@ -1,5 +1,6 @@
 import { trace, type TracerProvider, type Tracer } from '@opentelemetry/api';
 import { ensureContextManager } from '../deadline/index.js';
+import { Diagnostics, type DiagnosedComponent, type DiagnosticSnapshot, type DiagnosticsOptions, type HealthDiagnostics } from '../diagnostics/index.js';
 import { invalidOption, LifelineError } from '../errors/index.js';
 import { SCOPE_NAME } from '../semconv/index.js';
 import { ComponentHandle } from './component.js';
@@ -13,6 +14,11 @@ export interface HealthOptions {
   buffer?: number;
   /** Where tick spans go. Default: the global tracer provider. */
   tracerProvider?: TracerProvider;
+  /**
+   * How unhealthy verdicts explain themselves (SPEC §8): options of the built-in `Diagnostics`
+   * (give it an `InFlightSpanProcessor` for span trees), or your own implementation.
+   */
+  diagnostics?: DiagnosticsOptions | HealthDiagnostics;
 }
 
 /** Options of one registration. */
@@ -57,6 +63,8 @@ export class Health {
   /** Tick buffer size of each component. */
   readonly buffer: number;
   readonly #tracer: Tracer;
+  readonly #tracerProvider: TracerProvider | undefined;
+  #diagnostics: HealthDiagnostics;
   readonly #components = new Map<string, ComponentHandle>();
   #timer: NodeJS.Timeout | undefined;
   /** What the self-check measures from: the last round, or when the timer (re)started. */
@@ -66,12 +74,29 @@ export class Health {
   #verdicts: Partial<Record<ProbeKind, Verdicts>> = {};
 
   constructor(options: HealthOptions = {}) {
-    const { interval = 15_000, buffer = 2, tracerProvider } = options;
+    const { interval = 15_000, buffer = 2, tracerProvider, diagnostics } = options;
     if (typeof interval !== 'number' || !Number.isFinite(interval) || interval <= 0) throw invalidOption('interval', interval, 'a finite number of ms > 0');
     if (typeof buffer !== 'number' || !Number.isInteger(buffer) || buffer < 1) throw invalidOption('buffer', buffer, 'an integer >= 1');
     this.interval = interval;
     this.buffer = buffer;
     this.#tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);
+    this.#tracerProvider = tracerProvider;
+    this.#diagnostics = this.#diagnosticsFrom(diagnostics);
+  }
+
+  /**
+   * Replaces how verdicts explain themselves, e.g. to give the process-wide `health` the
+   * `InFlightSpanProcessor` that `startLifeline` registered with the SDK.
+   */
+  useDiagnostics(diagnostics: DiagnosticsOptions | HealthDiagnostics): void {
+    const previous = this.#diagnostics;
+    this.#diagnostics = this.#diagnosticsFrom(diagnostics);
+    if (previous instanceof Diagnostics) previous.close();
+  }
+
+  /** A diagnostic snapshot of the components unhealthy now: in-flight span trees and the process view. */
+  diagnose(): DiagnosticSnapshot {
+    return this.#diagnostics.snapshot(this.#unhealthyComponents());
   }
 
   /** Registers a component for liveness (and therefore readiness). */
@@ -108,11 +133,15 @@ export class Health {
     const now = Date.now();
     const deadline = now + this.interval * this.buffer;
     let changed = false;
+    const turned: DiagnosedComponent[] = [];
     for (const component of this.#components.values()) {
-      if (component.ping(now, deadline)) changed = true;
+      if (!component.ping(now, deadline)) continue;
+      changed = true;
+      if (!component.healthy) turned.push(component.diagnosed());
     }
     this.#lastRound = now;
     if (changed) this.#verdicts = {};
+    this.#diagnostics.onRound(turned, turned.length > 0 || this.#hasUnhealthy() ? this.#unhealthyComponents() : []);
   }
 
   /** Stops the timer and closes every handle; pending `next()` calls settle. Idempotent. */
@@ -123,6 +152,23 @@ export class Health {
     for (const component of this.#components.values()) component.close();
     this.#components.clear();
     this.#verdicts = {};
+    if (this.#diagnostics instanceof Diagnostics) this.#diagnostics.close();
+  }
+
+  #diagnosticsFrom(given: DiagnosticsOptions | HealthDiagnostics | undefined): HealthDiagnostics {
+    if (given !== undefined && 'onRound' in given) return given;
+    return new Diagnostics({ ...(this.#tracerProvider === undefined ? {} : { tracerProvider: this.#tracerProvider }), ...given });
+  }
+
+  #hasUnhealthy(): boolean {
+    for (const component of this.#components.values()) if (!component.healthy) return true;
+    return false;
+  }
+
+  #unhealthyComponents(): DiagnosedComponent[] {
+    const result: DiagnosedComponent[] = [];
+    for (const component of this.#components.values()) if (!component.healthy) result.push(component.diagnosed());
+    return result.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   #register(name: string, probe: ComponentProbe, once: boolean): ComponentHandle {

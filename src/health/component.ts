@@ -1,4 +1,5 @@
 import type { Tracer } from '@opentelemetry/api';
+import type { DiagnosedComponent } from '../diagnostics/index.js';
 import { LifelineError } from '../errors/index.js';
 import { Tick, type ComponentProbe } from './tick.js';
 
@@ -51,6 +52,16 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
     this.#onDeregister = init.onDeregister;
     // A full buffer at registration: the component is unhealthy until it takes a tick and a round passes.
     for (let i = 0; i < init.bufferSize; i++) this.#buffer.push({ issuedAt: init.registeredAt, deadline: init.firstDeadline });
+  }
+
+  /** @internal What diagnostics need: the name, probe and the trace of the last tick taken. */
+  diagnosed(): DiagnosedComponent {
+    const tick = this.#current;
+    return {
+      name: this.name,
+      probe: this.probe,
+      tick: tick === undefined ? undefined : { ...tick.spanContext, seq: tick.seq, deadline: tick.deadline },
+    };
   }
 
   /** @internal The verdict of the last ping round. */

@@ -67,6 +67,11 @@ export class Tick {
     });
   }
 
+  /** @internal The tick span's trace and span ids, for diagnostics. */
+  get spanContext(): { traceId: string; spanId: string } {
+    return this.#span.spanContext();
+  }
+
   /** Aborts at `deadline` with a `DeadlineExceededError` reason; released once `run` settles. */
   get signal(): AbortSignal {
     return this.#scope.signal;

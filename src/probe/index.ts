@@ -1,1 +1,1 @@
-export { startProbeServer, type ProbeServer, type ProbeServerOptions } from './probe-server.js';
+export { isLoopback, startProbeServer, type ProbeServer, type ProbeServerOptions } from './probe-server.js';

@@ -18,6 +18,8 @@ export interface ProbeServerOptions {
   requestTimeoutMs?: number;
   /** At most one `healthcheck failed` line per probe per this many ms while the same components fail. Default 10 000. */
   failureLogIntervalMs?: number;
+  /** Serve `GET /debug/diagnostics` (the catalog's `diagnose()` as JSON) to loopback clients. Default false. */
+  debugDiagnostics?: boolean;
 }
 
 /** A running probe server. */
@@ -36,6 +38,8 @@ const ROUTES: ReadonlyMap<string, ProbeKind> = new Map([
   ['/startup', 'startup'],
 ]);
 
+const DEBUG_DIAGNOSTICS = '/debug/diagnostics';
+
 /** The kubelet reads at most 10 KiB of a body anyway; a probe request needs far less than Node's 16 KiB default. */
 const MAX_HEADER_BYTES = 8192;
 
@@ -46,11 +50,12 @@ const MAX_HEADER_BYTES = 8192;
  * probe server alone never keeps a process alive.
  */
 export async function startProbeServer(options: ProbeServerOptions): Promise<ProbeServer> {
-  const { health, port = 5555, host = defaultHost(), logger = defaultLogger(), requestTimeoutMs = 5_000, failureLogIntervalMs = 10_000 } = options;
+  const { health, port = 5555, host = defaultHost(), logger = defaultLogger(), requestTimeoutMs = 5_000, failureLogIntervalMs = 10_000, debugDiagnostics = false } = options;
   if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65_535) throw invalidOption('port', port, 'an integer from 0 to 65535');
   if (typeof host !== 'string' || host === '') throw invalidOption('host', host, 'a non-empty host name or address');
   if (!isPositive(requestTimeoutMs)) throw invalidOption('requestTimeoutMs', requestTimeoutMs, 'a finite number of ms > 0');
   if (!isPositive(failureLogIntervalMs)) throw invalidOption('failureLogIntervalMs', failureLogIntervalMs, 'a finite number of ms > 0');
+  if (typeof debugDiagnostics !== 'boolean') throw invalidOption('debugDiagnostics', debugDiagnostics, 'a boolean');
 
   const logFailure = failureLog(logger, failureLogIntervalMs);
   const server = createServer(
@@ -63,7 +68,7 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
       maxHeaderSize: MAX_HEADER_BYTES,
     },
     (req, res) => {
-      answer(health, req, res, logFailure);
+      answer(health, req, res, logFailure, debugDiagnostics);
     },
   );
   server.on('clientError', refuse);
@@ -96,10 +101,21 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
   };
 }
 
-function answer(health: Health, req: IncomingMessage, res: ServerResponse, logFailure: (probe: ProbeKind, unhealthy: readonly string[]) => void): void {
+function answer(
+  health: Health,
+  req: IncomingMessage,
+  res: ServerResponse,
+  logFailure: (probe: ProbeKind, unhealthy: readonly string[]) => void,
+  debugDiagnostics: boolean,
+): void {
   const url = req.url ?? '/';
   const query = url.indexOf('?');
-  const probe = ROUTES.get(query === -1 ? url : url.slice(0, query));
+  const path = query === -1 ? url : url.slice(0, query);
+  if (path === DEBUG_DIAGNOSTICS && debugDiagnostics) {
+    answerDiagnostics(health, req, res);
+    return;
+  }
+  const probe = ROUTES.get(path);
   if (probe === undefined) {
     send(req, res, 404, { error: 'not found' });
     return;
@@ -112,6 +128,27 @@ function answer(health: Health, req: IncomingMessage, res: ServerResponse, logFa
   const status = health.status(probe);
   send(req, res, status.ok ? 200 : 503, { status: status.ok ? 'pass' : 'fail', healthy: status.healthy, unhealthy: status.unhealthy });
   if (!status.ok) logFailure(probe, status.unhealthy);
+}
+
+/** The dump names hosts, ports and code locations: only a client on this machine may read it. */
+function answerDiagnostics(health: Health, req: IncomingMessage, res: ServerResponse): void {
+  if (!isLoopback(req.socket.remoteAddress)) {
+    send(req, res, 403, { error: 'forbidden' });
+    return;
+  }
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    res.setHeader('allow', 'GET, HEAD');
+    send(req, res, 405, { error: 'method not allowed' });
+    return;
+  }
+  send(req, res, 200, health.diagnose());
+}
+
+/** True for 127.0.0.0/8, ::1 and their IPv4-mapped forms. */
+export function isLoopback(address: string | undefined): boolean {
+  if (address === undefined) return false;
+  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
+  return v4.startsWith('127.') || address === '::1';
 }
 
 function send(req: IncomingMessage, res: ServerResponse, code: number, body: object): void {

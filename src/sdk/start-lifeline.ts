@@ -8,12 +8,16 @@ import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
 import {
   DeadlinePropagator,
   DeadlineSpanProcessor,
+  Diagnostics,
+  InFlightSpanProcessor,
   health as processHealth,
   installDeadlineDispatcher,
   startProbeServer,
   type DeadlineDispatcherOptions,
   type DeadlinePropagatorOptions,
+  type DiagnosticsOptions,
   type Health,
+  type InFlightSpanProcessorOptions,
   type InstalledDeadlineDispatcher,
   type Logger,
   type ProbeServer,
@@ -41,6 +45,8 @@ export interface LifelineOptions {
   deadlines?: false | DeadlineDispatcherOptions;
   /** Options of the inbound/outbound deadline header. */
   propagation?: DeadlinePropagatorOptions;
+  /** How unhealthy verdicts explain themselves: in-flight tracking, stacks, rate limit, caps, redaction. */
+  diagnostics?: Omit<DiagnosticsOptions, 'inFlight' | 'tracerProvider' | 'logger'> & InFlightSpanProcessorOptions;
 }
 
 /** A started lifeline: the catalog, its probe server, and the SDK's flush and shutdown. */
@@ -62,7 +68,15 @@ export interface Lifeline {
  */
 export async function startLifeline(options: LifelineOptions = {}): Promise<Lifeline> {
   const health = options.health ?? processHealth;
+  const { captureStacks, maxSpans, redact, ...verdicts } = options.diagnostics ?? {};
+  const inFlight = new InFlightSpanProcessor({
+    ...(captureStacks === undefined ? {} : { captureStacks }),
+    ...(maxSpans === undefined ? {} : { maxSpans }),
+    ...(redact === undefined ? {} : { redact }),
+  });
+  const diagnostics = new Diagnostics({ ...verdicts, inFlight, ...(options.logger === undefined ? {} : { logger: options.logger }) });
   const spanProcessors: SpanProcessor[] = [
+    inFlight, // first: it redacts secrets before any exporter sees a span
     new DeadlineSpanProcessor(),
     ...(options.spanProcessors ?? (options.traceExporter ? [options.traceExporter] : traceExportersFromEnv()).map((exporter) => batchProcessorFromEnv(exporter))),
   ];
@@ -84,6 +98,7 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
   };
   const sdk = new NodeSDK(config);
   sdk.start();
+  health.useDiagnostics(diagnostics);
   const dispatcher: InstalledDeadlineDispatcher | undefined = options.deadlines === false ? undefined : installDeadlineDispatcher(options.deadlines);
 
   let probe: ProbeServer | undefined;

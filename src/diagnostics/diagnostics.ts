@@ -1,0 +1,246 @@
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace, type Link, type Tracer, type TracerProvider } from '@opentelemetry/api';
+import { invalidOption, oneOf } from '../errors/index.js';
+import { defaultLogger, type Logger } from '../log/index.js';
+import { ATTR_DEADLINE_AT, isoTime, SCOPE_NAME } from '../semconv/index.js';
+import type { InFlightSpanProcessor, TrackedSpan } from './in-flight-span-processor.js';
+import { ProcessView } from './process-view.js';
+import { Redactor } from './redact.js';
+import { userFrames } from './stacks.js';
+import type { DiagnosedComponent, DiagnosticSnapshot, HealthDiagnostics, InFlightNode } from './types.js';
+
+/** Options of {@link Diagnostics} (SPEC §8). */
+export interface DiagnosticsOptions {
+  /** The tracker of in-flight spans; without one a diagnostic has the process view only. */
+  inFlight?: InFlightSpanProcessor;
+  /** Where `health verdict` and `(in flight)` spans go. Default: the global tracer provider. */
+  tracerProvider?: TracerProvider;
+  /** Default: lifeline's pino logger. */
+  logger?: Logger;
+  /** While components stay unhealthy, re-emit at most this often. Default 60 000. */
+  minIntervalMs?: number;
+  /** Cap of each diagnostic attribute, in bytes. Default 16 384. */
+  maxBytes?: number;
+  /** Level of the dump in the log: `'debug'` (default) or `'info'`. Names are always at INFO. */
+  log?: 'debug' | 'info';
+}
+
+export const ATTR_HEALTH_UNHEALTHY = 'lifeline.health.unhealthy';
+export const EVENT_DIAGNOSTIC = 'lifeline.diagnostic';
+export const ATTR_DIAGNOSTIC_SPAN_TREE = 'lifeline.diagnostic.span_tree';
+export const ATTR_DIAGNOSTIC_STACKS = 'lifeline.diagnostic.stacks';
+export const ATTR_DIAGNOSTIC_TRUNCATED = 'lifeline.diagnostic.truncated';
+export const ATTR_IN_FLIGHT = 'lifeline.in_flight';
+
+/** Attributes worth showing for a stuck span: what it calls, where, and for which tick. */
+const KEY_ATTRIBUTES = [
+  'http.request.method',
+  'url.full',
+  'url.path',
+  'server.address',
+  'server.port',
+  'network.peer.address',
+  'network.peer.port',
+  'lifeline.health.component',
+  'lifeline.health.tick',
+  'lifeline.deadline.source',
+  'db.system.name',
+  'db.operation.name',
+  'rpc.method',
+];
+
+/**
+ * Explains unhealthy verdicts (SPEC §8): on each healthy→unhealthy transition (and at most every
+ * `minIntervalMs` while components stay unhealthy) a `health verdict` span with the
+ * `lifeline.diagnostic` event, `(in flight)` snapshot spans in the stuck traces, and log lines.
+ */
+export class Diagnostics implements HealthDiagnostics {
+  readonly #inFlight: InFlightSpanProcessor | undefined;
+  readonly #tracer: Tracer;
+  readonly #logger: Logger | undefined;
+  readonly #minIntervalMs: number;
+  readonly #maxBytes: number;
+  readonly #log: 'debug' | 'info';
+  readonly #redactor: Redactor;
+  readonly #process = new ProcessView();
+  #lastEmit: number | undefined;
+
+  constructor(options: DiagnosticsOptions = {}) {
+    const { inFlight, tracerProvider, logger, minIntervalMs = 60_000, maxBytes = 16_384, log = 'debug' } = options;
+    if (typeof minIntervalMs !== 'number' || !Number.isFinite(minIntervalMs) || minIntervalMs < 0) throw invalidOption('diagnostics.minIntervalMs', minIntervalMs, 'a finite number of ms >= 0');
+    if (typeof maxBytes !== 'number' || !Number.isInteger(maxBytes) || maxBytes < 256) throw invalidOption('diagnostics.maxBytes', maxBytes, 'an integer >= 256');
+    this.#inFlight = inFlight;
+    this.#tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);
+    this.#logger = logger;
+    this.#minIntervalMs = minIntervalMs;
+    this.#maxBytes = maxBytes;
+    this.#log = oneOf('diagnostics.log', log, ['debug', 'info']);
+    this.#redactor = inFlight?.redactor ?? new Redactor();
+  }
+
+  onRound(turned: readonly DiagnosedComponent[], unhealthy: readonly DiagnosedComponent[]): void {
+    this.#process.start();
+    if (unhealthy.length === 0) {
+      this.#lastEmit = undefined;
+      return;
+    }
+    const now = Date.now();
+    const due = turned.length > 0 || (this.#lastEmit !== undefined && now - this.#lastEmit >= this.#minIntervalMs);
+    if (!due) return;
+    this.#lastEmit = now;
+    this.#emit(this.snapshot(unhealthy));
+  }
+
+  snapshot(unhealthy: readonly DiagnosedComponent[]): DiagnosticSnapshot {
+    const now = Date.now();
+    return {
+      at: isoTime(now),
+      unhealthy: unhealthy.map((c) => c.name),
+      components: unhealthy.map((c) => ({
+        name: c.name,
+        probe: c.probe,
+        tick: c.tick,
+        inFlight: c.tick === undefined || this.#inFlight === undefined ? [] : this.#tree(this.#inFlight.spansOf(c.tick.traceId), now),
+      })),
+      process: {
+        pid: process.pid,
+        uptimeS: Math.round(process.uptime()),
+        handles: this.#process.handles(),
+        activeResources: this.#process.activeResources(),
+        eventLoopDelayMs: this.#process.eventLoopDelayMs(),
+      },
+      evicted: this.#inFlight?.evicted ?? 0,
+    };
+  }
+
+  /** Stops sampling event-loop delay. */
+  close(): void {
+    this.#process.stop();
+  }
+
+  #tree(spans: readonly TrackedSpan[], now: number): InFlightNode[] {
+    const ids = new Set(spans.map((s) => s.spanId));
+    const children = new Map<string | undefined, TrackedSpan[]>();
+    for (const span of spans) {
+      const parent = span.parentSpanId !== undefined && ids.has(span.parentSpanId) ? span.parentSpanId : undefined;
+      children.set(parent, [...(children.get(parent) ?? []), span]);
+    }
+    const build = (span: TrackedSpan): InFlightNode => {
+      const frames = userFrames(span.stack).map((frame) => this.#redactor.text(frame));
+      const deadlineAt = span.span.attributes[ATTR_DEADLINE_AT];
+      return {
+        name: this.#redactor.text(span.span.name),
+        traceId: span.traceId,
+        spanId: span.spanId,
+        parentSpanId: span.parentSpanId,
+        ageMs: Math.round(now - span.startMs),
+        startedAt: isoTime(span.startMs),
+        deadline: typeof deadlineAt === 'string' ? { at: deadlineAt, remainingMs: Math.round(Date.parse(deadlineAt) - now) } : undefined,
+        attributes: this.#keyAttributes(span),
+        origin: frames[0]?.replace(/^at /, ''),
+        stack: frames.length === 0 ? undefined : frames.join('\n'),
+        children: (children.get(span.spanId) ?? []).map(build),
+      };
+    };
+    return (children.get(undefined) ?? []).map(build);
+  }
+
+  #keyAttributes(span: TrackedSpan): Record<string, string | number | boolean> {
+    const result: Record<string, string | number | boolean> = {};
+    for (const key of KEY_ATTRIBUTES) {
+      const value = span.span.attributes[key];
+      if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') continue;
+      const redacted = this.#redactor.attribute(key, value);
+      result[key] = redacted === undefined ? value : (redacted as string);
+    }
+    return result;
+  }
+
+  #emit(snapshot: DiagnosticSnapshot): void {
+    const tree = cap(JSON.stringify(snapshot.components.map(({ name, tick, inFlight }) => ({ component: name, tick, inFlight: inFlight.map(withoutStacks) }))), this.#maxBytes);
+    const stacks = cap(formatStacks(snapshot), this.#maxBytes);
+    const links: Link[] = snapshot.components.flatMap((c) => (c.tick === undefined ? [] : [{ context: { traceId: c.tick.traceId, spanId: c.tick.spanId, traceFlags: TraceFlags.SAMPLED } }]));
+    const verdict = this.#tracer.startSpan('health verdict', {
+      root: true,
+      kind: SpanKind.INTERNAL,
+      links,
+      attributes: { [ATTR_HEALTH_UNHEALTHY]: [...snapshot.unhealthy] },
+    });
+    verdict.addEvent(EVENT_DIAGNOSTIC, {
+      [ATTR_DIAGNOSTIC_SPAN_TREE]: tree.text,
+      [ATTR_DIAGNOSTIC_STACKS]: stacks.text,
+      [ATTR_DIAGNOSTIC_TRUNCATED]: tree.truncated || stacks.truncated,
+    });
+    verdict.setStatus({ code: SpanStatusCode.ERROR, message: `unhealthy: ${snapshot.unhealthy.join(', ')}` });
+    verdict.end();
+    for (const component of snapshot.components) this.#exportInFlight(component.inFlight, component.tick);
+
+    const logger = this.#logger ?? defaultLogger();
+    logger.info({ unhealthy: snapshot.unhealthy, inFlight: snapshot.components.reduce((n, c) => n + count(c.inFlight), 0) }, 'health verdict: unhealthy components');
+    logger[this.#log]({ diagnostic: { components: JSON.parse(JSON.stringify(snapshot.components)) as unknown, process: snapshot.process, evicted: snapshot.evicted } }, 'health diagnostic');
+  }
+
+  /**
+   * Exports a snapshot span per in-flight span, so Jaeger shows stuck work whose real span has not
+   * ended. Roots hang under the real span (same trace); the rest under their parent's snapshot.
+   */
+  #exportInFlight(nodes: readonly InFlightNode[], tick: DiagnosedComponent['tick'], parentSnapshot?: string): void {
+    if (tick === undefined) return;
+    for (const node of nodes) {
+      const parent = trace.setSpanContext(ROOT_CONTEXT, { traceId: node.traceId, spanId: parentSnapshot ?? node.spanId, traceFlags: TraceFlags.SAMPLED });
+      const tracked = this.#inFlight?.spansOf(node.traceId).find((s) => s.spanId === node.spanId);
+      const attributes: Record<string, string | number | boolean | string[]> = {};
+      for (const [key, value] of Object.entries(tracked?.span.attributes ?? node.attributes)) {
+        if (value === undefined || value === null) continue;
+        const redacted = this.#redactor.attribute(key, value);
+        attributes[key] = (redacted ?? value) as string | number | boolean | string[];
+      }
+      const snapshot = this.#tracer.startSpan(
+        `${node.name} (in flight)`,
+        {
+          kind: tracked?.span.kind ?? SpanKind.INTERNAL,
+          startTime: Date.parse(node.startedAt),
+          attributes: { ...attributes, [ATTR_IN_FLIGHT]: true, 'lifeline.in_flight.span_id': node.spanId, 'lifeline.in_flight.age_ms': node.ageMs, ...(node.origin === undefined ? {} : { 'code.stacktrace': node.stack ?? node.origin }) },
+        },
+        parent,
+      );
+      snapshot.end();
+      this.#exportInFlight(node.children, tick, snapshot.spanContext().spanId);
+    }
+  }
+}
+
+function withoutStacks(node: InFlightNode): Omit<InFlightNode, 'stack' | 'children'> & { children: unknown[] } {
+  const { stack: _stack, children, ...rest } = node;
+  return { ...rest, children: children.map(withoutStacks) };
+}
+
+function count(nodes: readonly InFlightNode[]): number {
+  return nodes.reduce((n, node) => n + 1 + count(node.children), 0);
+}
+
+function formatStacks(snapshot: DiagnosticSnapshot): string {
+  const lines: string[] = [];
+  const visit = (node: InFlightNode, depth: number): void => {
+    lines.push(`${'  '.repeat(depth)}${node.name} (${node.ageMs} ms in flight${node.deadline === undefined ? '' : `, deadline in ${node.deadline.remainingMs} ms`})`);
+    for (const frame of node.stack?.split('\n') ?? []) lines.push(`${'  '.repeat(depth + 1)}${frame}`);
+    for (const child of node.children) visit(child, depth + 1);
+  };
+  for (const component of snapshot.components) {
+    lines.push(`component ${component.name} (${component.probe}):`);
+    for (const node of component.inFlight) visit(node, 1);
+  }
+  lines.push('', 'libuv handles:');
+  for (const handle of snapshot.process.handles) lines.push(`  ${handle.type} ${handle.details}`);
+  lines.push('', `active resources: ${JSON.stringify(snapshot.process.activeResources)}`);
+  lines.push(`event-loop delay ms: p50 ${snapshot.process.eventLoopDelayMs.p50}, p99 ${snapshot.process.eventLoopDelayMs.p99}, max ${snapshot.process.eventLoopDelayMs.max}`);
+  return lines.join('\n');
+}
+
+/** `text` cut to at most `maxBytes` of UTF-8, with a marker when cut. */
+function cap(text: string, maxBytes: number): { text: string; truncated: boolean } {
+  if (Buffer.byteLength(text) <= maxBytes) return { text, truncated: false };
+  const marker = '…[truncated]';
+  let cut = Buffer.from(text).subarray(0, maxBytes - Buffer.byteLength(marker)).toString('utf8');
+  if (cut.endsWith('\uFFFD')) cut = cut.slice(0, -1); // a character split in half
+  return { text: `${cut}${marker}`, truncated: true };
+}

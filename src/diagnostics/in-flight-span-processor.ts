@@ -1,0 +1,135 @@
+import type { Context } from '@opentelemetry/api';
+// Types only: the core entry depends on the API at run time, never on the SDK.
+import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
+import { invalidOption, oneOf } from '../errors/index.js';
+import { ATTR_HEALTH_COMPONENT } from '../semconv/index.js';
+import { Redactor, type RedactionOptions } from './redact.js';
+import { captureStack, type CapturedStack } from './stacks.js';
+
+/** Which spans get a creation stack: none, those of tick work (default), or all. */
+export type CaptureStacks = 'off' | 'ticks' | 'all';
+
+/** Options of {@link InFlightSpanProcessor}. */
+export interface InFlightSpanProcessorOptions {
+  /** Spans tracked at most; when full the oldest is evicted (and counted). Default 10 000. */
+  maxSpans?: number;
+  /** Default `'ticks'`: spans in a tick's trace, where stuck work matters. */
+  captureStacks?: CaptureStacks;
+  /** What counts as a secret in span attributes. */
+  redact?: RedactionOptions;
+}
+
+/** A span that started and has not ended yet. */
+export interface TrackedSpan {
+  readonly span: Span;
+  readonly traceId: string;
+  readonly spanId: string;
+  readonly parentSpanId: string | undefined;
+  /** Epoch ms. */
+  readonly startMs: number;
+  readonly stack: CapturedStack | undefined;
+}
+
+/**
+ * Tracks started-but-not-ended spans so that an unhealthy verdict can show where work is stuck
+ * (SPEC §8): OpenTelemetry exports spans only when they end, and a stuck call never ends. It also
+ * redacts secrets (URL credentials, sensitive query values, credential headers) from every span's
+ * attributes before any exporter sees them.
+ */
+export class InFlightSpanProcessor implements SpanProcessor {
+  readonly #maxSpans: number;
+  readonly #captureStacks: CaptureStacks;
+  readonly #redactor: Redactor;
+  readonly #spans = new Map<string, TrackedSpan>();
+  /** Traces rooted at a tick span still in flight: their spans are "tick work". */
+  readonly #tickTraces = new Map<string, number>();
+  #evicted = 0;
+
+  constructor(options: InFlightSpanProcessorOptions = {}) {
+    const { maxSpans = 10_000, captureStacks = 'ticks', redact } = options;
+    if (typeof maxSpans !== 'number' || !Number.isInteger(maxSpans) || maxSpans < 1) throw invalidOption('maxSpans', maxSpans, 'an integer >= 1');
+    this.#maxSpans = maxSpans;
+    this.#captureStacks = oneOf('captureStacks', captureStacks, ['off', 'ticks', 'all']);
+    this.#redactor = new Redactor(redact);
+  }
+
+  /** The redactor this processor applies, for dumps built from its spans. */
+  get redactor(): Redactor {
+    return this.#redactor;
+  }
+
+  /** Spans dropped because the tracker was full, since it was created. */
+  get evicted(): number {
+    return this.#evicted;
+  }
+
+  /** Spans currently tracked. */
+  get size(): number {
+    return this.#spans.size;
+  }
+
+  /** The in-flight spans of one trace, oldest first. */
+  spansOf(traceId: string): TrackedSpan[] {
+    const result: TrackedSpan[] = [];
+    for (const tracked of this.#spans.values()) if (tracked.traceId === traceId) result.push(tracked);
+    return result;
+  }
+
+  onStart(span: Span, _parentContext: Context): void {
+    this.#redact(span);
+    const { traceId, spanId } = span.spanContext();
+    const isTick = span.attributes[ATTR_HEALTH_COMPONENT] !== undefined;
+    if (isTick) this.#tickTraces.set(traceId, (this.#tickTraces.get(traceId) ?? 0) + 1);
+    const wantStack = this.#captureStacks === 'all' || (this.#captureStacks === 'ticks' && this.#tickTraces.has(traceId));
+    this.#spans.set(spanId, {
+      span,
+      traceId,
+      spanId,
+      parentSpanId: span.parentSpanContext?.spanId,
+      startMs: span.startTime[0] * 1_000 + span.startTime[1] / 1e6,
+      stack: wantStack ? captureStack() : undefined,
+    });
+    if (this.#spans.size > this.#maxSpans) {
+      const oldest = this.#spans.keys().next().value;
+      if (oldest !== undefined) this.#forget(oldest);
+      this.#evicted++;
+    }
+  }
+
+  onEnding(span: Span): void {
+    // Attributes set after start (response headers, …) are redacted before any exporter sees them.
+    this.#redact(span);
+  }
+
+  onEnd(span: ReadableSpan): void {
+    this.#forget(span.spanContext().spanId);
+  }
+
+  forceFlush(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  shutdown(): Promise<void> {
+    this.#spans.clear();
+    this.#tickTraces.clear();
+    return Promise.resolve();
+  }
+
+  #forget(spanId: string): void {
+    const tracked = this.#spans.get(spanId);
+    if (tracked === undefined) return;
+    this.#spans.delete(spanId);
+    if (tracked.span.attributes[ATTR_HEALTH_COMPONENT] === undefined) return;
+    const left = (this.#tickTraces.get(tracked.traceId) ?? 1) - 1;
+    if (left > 0) this.#tickTraces.set(tracked.traceId, left);
+    else this.#tickTraces.delete(tracked.traceId);
+  }
+
+  #redact(span: Span): void {
+    for (const [key, value] of Object.entries(span.attributes)) {
+      const redacted = this.#redactor.attribute(key, value);
+      if (redacted !== undefined) span.setAttribute(key, redacted);
+    }
+    if (span.name.includes('://')) span.updateName(this.#redactor.text(span.name));
+  }
+}

@@ -1,0 +1,75 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type { HandleInfo } from './types.js';
+
+interface ReportHandle {
+  type?: string;
+  is_active?: boolean;
+  is_referenced?: boolean;
+  localEndpoint?: { host?: string; ip4?: string; ip6?: string; port?: number } | null;
+  remoteEndpoint?: { host?: string; ip4?: string; ip6?: string; port?: number } | null;
+  firesInMsFromNow?: number;
+  repeat?: number;
+}
+
+/** The process side of a diagnostic: what libuv is waiting on (sockets, timers) and loop delay. */
+export class ProcessView {
+  #histogram: ReturnType<typeof monitorEventLoopDelay> | undefined;
+
+  /** Starts sampling event-loop delay (cheap: one native timer). Idempotent. */
+  start(): void {
+    if (this.#histogram !== undefined) return;
+    this.#histogram = monitorEventLoopDelay({ resolution: 20 });
+    this.#histogram.enable();
+  }
+
+  stop(): void {
+    this.#histogram?.disable();
+    this.#histogram = undefined;
+  }
+
+  eventLoopDelayMs(): { p50: number; p99: number; max: number } {
+    const h = this.#histogram;
+    if (h === undefined || h.count === 0) return { p50: 0, p99: 0, max: 0 };
+    return { p50: round(h.percentile(50) / 1e6), p99: round(h.percentile(99) / 1e6), max: round(h.max / 1e6) };
+  }
+
+  /** libuv's active handles: TCP sockets with their endpoints, timers with when they fire. */
+  handles(): HandleInfo[] {
+    const report = process.report as NodeJS.ProcessReport & { excludeNetwork: boolean };
+    // Reverse DNS of every endpoint would make a dump slow and leak lookups: numbers only.
+    const excludeNetwork = report.excludeNetwork;
+    report.excludeNetwork = true;
+    let libuv: ReportHandle[];
+    try {
+      libuv = ((report.getReport() as { libuv?: ReportHandle[] }).libuv ?? []).filter((h) => h.is_active === true);
+    } finally {
+      report.excludeNetwork = excludeNetwork;
+    }
+    return libuv.filter((h) => h.type !== 'async' && h.type !== 'check' && h.type !== 'idle' && h.type !== 'prepare').map(describe);
+  }
+
+  activeResources(): Record<string, number> {
+    const counts: Record<string, number> = {};
+    for (const name of process.getActiveResourcesInfo()) counts[name] = (counts[name] ?? 0) + 1;
+    return counts;
+  }
+}
+
+function describe(handle: ReportHandle): HandleInfo {
+  const type = handle.type ?? 'unknown';
+  if (type === 'tcp' || type === 'udp') {
+    return { type, details: `${endpoint(handle.localEndpoint)} -> ${endpoint(handle.remoteEndpoint)}${handle.is_referenced === false ? ' (unref)' : ''}` };
+  }
+  if (type === 'timer') return { type, details: `fires in ${handle.firesInMsFromNow ?? '?'} ms${handle.is_referenced === false ? ' (unref)' : ''}` };
+  return { type, details: handle.is_referenced === false ? 'unref' : 'ref' };
+}
+
+function endpoint(e: ReportHandle['localEndpoint']): string {
+  if (e === null || e === undefined) return '-';
+  const host = e.ip4 ?? e.ip6 ?? e.host ?? '?';
+  return `${host.includes(':') ? `[${host}]` : host}:${e.port ?? '?'}`;
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 100) / 100;
+}

@@ -1,0 +1,93 @@
+/** What counts as a secret (SPEC §8). Matching is case-insensitive; entries are substrings of a key. */
+export interface RedactionOptions {
+  /** Query parameter keys whose values are replaced. Default: token, key, secret, password, passwd, pwd, signature, sig, auth, credential, session, code. */
+  queryKeys?: readonly string[];
+  /** Header names whose values are replaced (in `http.*.header.*` attributes). Default: authorization, proxy-authorization, cookie, set-cookie, x-api-key. */
+  headers?: readonly string[];
+}
+
+export const REDACTED = 'REDACTED';
+const DEFAULT_QUERY_KEYS = ['token', 'key', 'secret', 'password', 'passwd', 'pwd', 'signature', 'sig', 'auth', 'credential', 'session', 'code'];
+const DEFAULT_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key'];
+const URL_IN_TEXT = /\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi;
+
+/** Redacts secrets from URLs, attribute values and free text. */
+export class Redactor {
+  readonly #queryKeys: readonly string[];
+  readonly #headers: readonly string[];
+
+  constructor(options: RedactionOptions = {}) {
+    this.#queryKeys = (options.queryKeys ?? DEFAULT_QUERY_KEYS).map((k) => k.toLowerCase());
+    this.#headers = (options.headers ?? DEFAULT_HEADERS).map((h) => h.toLowerCase());
+  }
+
+  /** A URL (absolute, or a path with a query) without userinfo and with sensitive query values replaced. */
+  url(text: string): string {
+    let url: URL;
+    let relative = false;
+    try {
+      url = new URL(text);
+    } catch {
+      try {
+        url = new URL(text, 'http://relative.invalid');
+        relative = true;
+      } catch {
+        return text;
+      }
+    }
+    let changed = false;
+    if (url.username !== '' || url.password !== '') {
+      url.username = '';
+      url.password = '';
+      changed = true;
+    }
+    for (const key of new Set(url.searchParams.keys())) {
+      if (this.#sensitiveKey(key)) {
+        url.searchParams.set(key, REDACTED);
+        changed = true;
+      }
+    }
+    if (!changed) return text;
+    return relative ? `${url.pathname}${url.search}${url.hash}` : url.toString();
+  }
+
+  /** A query string (`?a=b&token=…`) with sensitive values replaced. */
+  query(text: string): string {
+    const params = new URLSearchParams(text.startsWith('?') ? text.slice(1) : text);
+    let changed = false;
+    for (const key of new Set(params.keys())) {
+      if (this.#sensitiveKey(key)) {
+        params.set(key, REDACTED);
+        changed = true;
+      }
+    }
+    if (!changed) return text;
+    return `${text.startsWith('?') ? '?' : ''}${params.toString()}`;
+  }
+
+  /** The redacted value of an attribute, or `undefined` when it needs no change. */
+  attribute(key: string, value: unknown): unknown {
+    const lower = key.toLowerCase();
+    const header = /^http\.(request|response)\.header\.(.+)$/.exec(lower)?.[2];
+    if (header !== undefined && this.#headers.some((h) => header === h || header.replace(/_/g, '-') === h)) return Array.isArray(value) ? value.map(() => REDACTED) : REDACTED;
+    if (typeof value !== 'string') return undefined;
+    if (lower === 'url.query') return changedOrUndefined(value, this.query(value));
+    if (lower === 'url.full' || lower === 'http.url' || lower === 'url.original' || lower === 'http.target' || lower === 'url.path') return changedOrUndefined(value, this.url(value));
+    if (value.includes('://')) return changedOrUndefined(value, this.text(value));
+    return undefined;
+  }
+
+  /** Free text (messages, stacks) with every URL in it redacted. */
+  text(value: string): string {
+    return value.replace(URL_IN_TEXT, (url) => this.url(url));
+  }
+
+  #sensitiveKey(key: string): boolean {
+    const lower = key.toLowerCase();
+    return this.#queryKeys.some((k) => lower === k || lower.includes(k));
+  }
+}
+
+function changedOrUndefined(before: string, after: string): string | undefined {
+  return after === before ? undefined : after;
+}

@@ -1,0 +1,228 @@
+import { propagation, SpanStatusCode, trace } from '@opentelemetry/api';
+import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import {
+  DeadlinePropagator,
+  DeadlineSpanProcessor,
+  Health,
+  InFlightSpanProcessor,
+  installDeadlineDispatcher,
+  startProbeServer,
+  type InstalledDeadlineDispatcher,
+  type Logger,
+} from '../../src/index.js';
+import { neverAnswers, serve, type TestServer } from '../support/servers.js';
+
+const TOKEN = 'tok-SECRET-7f3a';
+const BEARER = 'Bearer auth-SECRET-9c1d';
+const exporter = new InMemorySpanExporter();
+const inFlight = new InFlightSpanProcessor();
+const provider = new TracerProvider({ spanProcessors: [inFlight, new DeadlineSpanProcessor(), new SimpleSpanProcessor({ exporter })] });
+// Record the authorization header as a span attribute: redaction has to catch it.
+const instrumentation = new UndiciInstrumentation({ headersToSpanAttributes: { requestHeaders: ['authorization'] } });
+let installed: InstalledDeadlineDispatcher;
+let silent: TestServer;
+let lines: { level: string; obj: object; msg: string }[] = [];
+const logger: Logger = {
+  info: (obj, msg) => lines.push({ level: 'info', obj, msg }),
+  debug: (obj, msg) => lines.push({ level: 'debug', obj, msg }),
+};
+const catalogs: Health[] = [];
+const pending: Promise<unknown>[] = [];
+
+beforeAll(async () => {
+  trace.setGlobalTracerProvider(provider);
+  propagation.setGlobalPropagator(new DeadlinePropagator());
+  instrumentation.setTracerProvider(provider);
+  instrumentation.enable();
+  installed = installDeadlineDispatcher();
+  silent = await serve(neverAnswers);
+});
+afterAll(async () => {
+  instrumentation.disable();
+  installed.uninstall();
+  await silent.close();
+});
+beforeEach(() => {
+  exporter.reset();
+  lines = [];
+});
+afterEach(async () => {
+  for (const health of catalogs.splice(0)) health.close();
+  await silent.close();
+  silent = await serve(neverAnswers); // drop the stuck connections
+  await Promise.allSettled(pending.splice(0));
+});
+
+function catalog(diagnostics: { minIntervalMs?: number; maxBytes?: number; log?: 'debug' | 'info' } = {}): Health {
+  const health = new Health({ interval: 60_000, tracerProvider: provider, diagnostics: { inFlight, tracerProvider: provider, logger, ...diagnostics } });
+  catalogs.push(health);
+  return health;
+}
+
+/** The user's code: a poller whose call to the upstream never comes back. */
+async function pollUpstream(url: string): Promise<string> {
+  const response = await fetch(`${url}/v1/items?page=2&token=${TOKEN}`, { headers: { authorization: BEARER } });
+  return response.text();
+}
+
+/** Registers `poller`, starts one stuck poll in its tick, and steps rounds until it is unhealthy. */
+async function stuckPoller(health: Health): Promise<void> {
+  const h = health.registerLiveness('poller');
+  h.take();
+  const tick = h.take();
+  pending.push(tick?.run(() => pollUpstream(silent.url)) ?? Promise.resolve());
+  await new Promise((resolve) => setTimeout(resolve, 50)); // the GET is on the wire
+  health.check(); // healthy: its buffer had room
+  health.check(); // still room
+  expect(health.status('live').ok).toBe(true);
+  health.check(); // buffer full: healthy -> unhealthy
+  expect(health.status('live').unhealthy).toEqual(['poller']);
+}
+
+const verdicts = (): ReadableSpan[] => exporter.getFinishedSpans().filter((s) => s.name === 'health verdict');
+
+describe('an unhealthy verdict explains itself (SPEC §8)', () => {
+  it('exports the verdict with the in-flight tree, the stacks and the socket, plus snapshot spans', async () => {
+    const health = catalog();
+    await stuckPoller(health);
+    const [verdict, ...more] = verdicts();
+    expect(more).toEqual([]);
+    expect(verdict?.status.code).toBe(SpanStatusCode.ERROR);
+    expect(verdict?.attributes['lifeline.health.unhealthy']).toEqual(['poller']);
+    const event = verdict?.events.find((e) => e.name === 'lifeline.diagnostic');
+    const tree = String(event?.attributes?.['lifeline.diagnostic.span_tree']);
+    const stacks = String(event?.attributes?.['lifeline.diagnostic.stacks']);
+    expect(event?.attributes?.['lifeline.diagnostic.truncated']).toBe(false);
+    expect(tree).toContain('"name":"tick poller"');
+    expect(tree).toContain('"name":"GET"');
+    expect(tree).toContain('/v1/items');
+    expect(stacks).toContain('pollUpstream'); // the function that made the call
+    expect(stacks).toMatch(new RegExp(`tcp 127\\.0\\.0\\.1:\\d+ -> 127\\.0\\.0\\.1:${silent.port}`)); // the socket to the server
+    // Linked to the stuck component's tick span.
+    const tickSnapshot = exporter.getFinishedSpans().find((s) => s.name === 'tick poller (in flight)');
+    expect(verdict?.links.map((l) => l.context.traceId)).toEqual([tickSnapshot?.spanContext().traceId]);
+    // Snapshot spans: same trace, a tree, flagged in flight.
+    const getSnapshot = exporter.getFinishedSpans().find((s) => s.name === 'GET (in flight)');
+    expect(getSnapshot?.attributes['lifeline.in_flight']).toBe(true);
+    expect(tickSnapshot?.attributes['lifeline.in_flight']).toBe(true);
+    expect(getSnapshot?.spanContext().traceId).toBe(tickSnapshot?.spanContext().traceId);
+    expect(getSnapshot?.parentSpanContext?.spanId).toBe(tickSnapshot?.spanContext().spanId);
+    // Names at INFO; the dump at DEBUG by default.
+    expect(lines.find((l) => l.level === 'info')?.obj).toMatchObject({ unhealthy: ['poller'] });
+    expect(lines.find((l) => l.msg === 'health diagnostic')?.level).toBe('debug');
+  });
+
+  it('no token in the query and no authorization header reaches any span, event or log line', async () => {
+    const health = catalog({ log: 'info' });
+    await stuckPoller(health);
+    const everything = JSON.stringify([
+      exporter.getFinishedSpans().map((s) => ({ name: s.name, attributes: s.attributes, events: s.events, links: s.links, status: s.status })),
+      lines,
+      health.diagnose(),
+    ]);
+    expect(everything).toContain('/v1/items');
+    expect(everything).toContain('REDACTED');
+    expect(everything).not.toContain(TOKEN);
+    expect(everything).not.toContain('auth-SECRET');
+    expect(lines.find((l) => l.msg === 'health diagnostic')?.level).toBe('info');
+  });
+
+  it('health.diagnose() returns the same snapshot as an object', async () => {
+    const health = catalog();
+    await stuckPoller(health);
+    const snapshot = health.diagnose();
+    expect(snapshot.unhealthy).toEqual(['poller']);
+    const [root] = snapshot.components[0]?.inFlight ?? [];
+    expect(root?.name).toBe('tick poller');
+    expect(root?.children[0]?.name).toBe('GET');
+    expect(root?.children[0]?.attributes['url.full']).toContain('token=REDACTED');
+    expect(root?.children[0]?.origin).toContain('pollUpstream');
+    expect(root?.children[0]?.ageMs).toBeGreaterThanOrEqual(40);
+    expect(snapshot.process.handles.some((h) => h.type === 'tcp' && h.details.endsWith(`:${silent.port}`))).toBe(true);
+  });
+
+  it('rate limits: no new verdict while it stays unhealthy within minIntervalMs; re-emitted after it', async () => {
+    const health = catalog({ minIntervalMs: 200 });
+    await stuckPoller(health);
+    health.check();
+    health.check();
+    expect(verdicts()).toHaveLength(1);
+    await new Promise((resolve) => setTimeout(resolve, 220));
+    health.check();
+    expect(verdicts()).toHaveLength(2);
+  });
+
+  it('caps every diagnostic attribute at maxBytes and says so', async () => {
+    const health = catalog({ maxBytes: 256 });
+    await stuckPoller(health);
+    const event = verdicts()[0]?.events.find((e) => e.name === 'lifeline.diagnostic');
+    expect(event?.attributes?.['lifeline.diagnostic.truncated']).toBe(true);
+    for (const key of ['lifeline.diagnostic.span_tree', 'lifeline.diagnostic.stacks']) {
+      expect(Buffer.byteLength(String(event?.attributes?.[key]))).toBeLessThanOrEqual(256);
+    }
+  });
+
+  it('a verdict with no in-flight spans still says who is unhealthy and what the process holds', async () => {
+    const health = catalog();
+    const h = health.registerLiveness('idle');
+    h.take();
+    await h.take()?.run(() => Promise.resolve()); // work done and ended
+    health.check();
+    health.check();
+    health.check();
+    const event = verdicts()[0]?.events.find((e) => e.name === 'lifeline.diagnostic');
+    expect(verdicts()[0]?.attributes['lifeline.health.unhealthy']).toEqual(['idle']);
+    expect(JSON.parse(String(event?.attributes?.['lifeline.diagnostic.span_tree']))).toEqual([expect.objectContaining({ component: 'idle', inFlight: [] })]);
+    expect(String(event?.attributes?.['lifeline.diagnostic.stacks'])).toContain('libuv handles:');
+    expect(exporter.getFinishedSpans().filter((s) => s.attributes['lifeline.in_flight'] === true)).toEqual([]);
+  });
+
+  it('/debug/diagnostics: 404 when off; JSON for a loopback client when on', async () => {
+    const health = catalog();
+    await stuckPoller(health);
+    const off = await startProbeServer({ health, port: 0, logger });
+    const on = await startProbeServer({ health, port: 0, logger, debugDiagnostics: true });
+    try {
+      expect((await fetch(`${off.url}/debug/diagnostics`)).status).toBe(404);
+      const res = await fetch(`${on.url}/debug/diagnostics`);
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as { unhealthy: string[] };
+      expect(body.unhealthy).toEqual(['poller']);
+      expect(JSON.stringify(body)).not.toContain(TOKEN);
+      expect((await fetch(`${on.url}/debug/diagnostics`, { method: 'POST' })).status).toBe(405);
+    } finally {
+      await Promise.all([off.close(), on.close()]);
+    }
+  });
+});
+
+describe('InFlightSpanProcessor', () => {
+  it('evicts the oldest span when full, and counts it', () => {
+    const small = new InFlightSpanProcessor({ maxSpans: 3 });
+    const tracer = new TracerProvider({ spanProcessors: [small] }).getTracer('t');
+    const spans = Array.from({ length: 5 }, (_, i) => tracer.startSpan(`s${i}`));
+    expect(small.size).toBe(3);
+    expect(small.evicted).toBe(2);
+    expect(small.spansOf(spans[0]?.spanContext().traceId ?? '')).toEqual([]);
+    expect(small.spansOf(spans[4]?.spanContext().traceId ?? '').map((t) => t.spanId)).toEqual([spans[4]?.spanContext().spanId]);
+    for (const span of spans) span.end();
+    expect(small.size).toBe(0);
+  });
+
+  it('captures creation stacks per captureStacks, and rejects bad options', () => {
+    for (const [mode, expected] of [
+      ['off', false],
+      ['all', true],
+      ['ticks', false],
+    ] as const) {
+      const processor = new InFlightSpanProcessor({ captureStacks: mode });
+      const span = new TracerProvider({ spanProcessors: [processor] }).getTracer('t').startSpan('plain');
+      expect(processor.spansOf(span.spanContext().traceId)[0]?.stack !== undefined).toBe(expected);
+      span.end();
+    }
+    expect(() => new InFlightSpanProcessor({ captureStacks: 'some' as 'off' })).toThrow(/captureStacks: "some"/);
+    expect(() => new InFlightSpanProcessor({ maxSpans: 0 })).toThrow(/maxSpans: 0/);
+  });
+});
