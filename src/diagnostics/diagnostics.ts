@@ -32,6 +32,15 @@ export const ATTR_DIAGNOSTIC_TRUNCATED = 'lifeline.diagnostic.truncated';
 export const ATTR_IN_FLIGHT = 'lifeline.in_flight';
 
 /** Attributes worth showing for a stuck span: what it calls, where, and for which tick. */
+/** Snapshot spans exported per verdict at most: enough to show stuck work, not a flood. */
+const MAX_SNAPSHOT_SPANS = 256;
+/**
+ * Nodes per component tree, and nodes whose stack is formatted (V8 formats a captured stack on
+ * first read, ~15 µs): attributes are capped at a few KiB anyway, so a dump stays fast at 10,000.
+ */
+const MAX_TREE_NODES = 1_000;
+const MAX_STACKS = 256;
+
 const KEY_ATTRIBUTES = [
   'http.request.method',
   'url.full',
@@ -95,12 +104,12 @@ export class Diagnostics implements HealthDiagnostics {
     return {
       at: isoTime(now),
       unhealthy: unhealthy.map((c) => c.name),
-      components: unhealthy.map((c) => ({
-        name: c.name,
-        probe: c.probe,
-        tick: c.tick,
-        inFlight: c.tick === undefined || this.#inFlight === undefined ? [] : this.#tree(this.#inFlight.spansOf(c.tick.traceId), now),
-      })),
+      components: unhealthy.map((c) => {
+        const spans = c.tick === undefined || this.#inFlight === undefined ? [] : this.#inFlight.spansOf(c.tick.traceId);
+        const budget = { nodes: MAX_TREE_NODES, stacks: MAX_STACKS };
+        const inFlight = this.#tree(spans, now, budget);
+        return { name: c.name, probe: c.probe, tick: c.tick, inFlight, omitted: spans.length - (MAX_TREE_NODES - budget.nodes) };
+      }),
       process: {
         pid: process.pid,
         uptimeS: Math.round(process.uptime()),
@@ -117,15 +126,18 @@ export class Diagnostics implements HealthDiagnostics {
     this.#process.stop();
   }
 
-  #tree(spans: readonly TrackedSpan[], now: number): InFlightNode[] {
+  #tree(spans: readonly TrackedSpan[], now: number, budget: { nodes: number; stacks: number }): InFlightNode[] {
     const ids = new Set(spans.map((s) => s.spanId));
     const children = new Map<string | undefined, TrackedSpan[]>();
     for (const span of spans) {
       const parent = span.parentSpanId !== undefined && ids.has(span.parentSpanId) ? span.parentSpanId : undefined;
-      children.set(parent, [...(children.get(parent) ?? []), span]);
+      const siblings = children.get(parent);
+      if (siblings === undefined) children.set(parent, [span]);
+      else siblings.push(span);
     }
     const build = (span: TrackedSpan): InFlightNode => {
-      const frames = userFrames(span.stack).map((frame) => this.#redactor.text(frame));
+      budget.nodes--;
+      const frames = budget.stacks-- > 0 ? userFrames(span.stack).map((frame) => this.#redactor.text(frame)) : [];
       const deadlineAt = span.span.attributes[ATTR_DEADLINE_AT];
       return {
         name: this.#redactor.text(span.span.name),
@@ -138,10 +150,10 @@ export class Diagnostics implements HealthDiagnostics {
         attributes: this.#keyAttributes(span),
         origin: frames[0]?.replace(/^at /, ''),
         stack: frames.length === 0 ? undefined : frames.join('\n'),
-        children: (children.get(span.spanId) ?? []).map(build),
+        children: within(children.get(span.spanId) ?? [], budget).map(build),
       };
     };
-    return (children.get(undefined) ?? []).map(build);
+    return within(children.get(undefined) ?? [], budget).map(build);
   }
 
   #keyAttributes(span: TrackedSpan): Record<string, string | number | boolean> {
@@ -156,7 +168,7 @@ export class Diagnostics implements HealthDiagnostics {
   }
 
   #emit(snapshot: DiagnosticSnapshot): void {
-    const tree = cap(JSON.stringify(snapshot.components.map(({ name, tick, inFlight }) => ({ component: name, tick, inFlight: inFlight.map(withoutStacks) }))), this.#maxBytes);
+    const tree = cap(JSON.stringify(snapshot.components.map(({ name, tick, inFlight, omitted }) => ({ component: name, tick, omitted, inFlight: inFlight.map(withoutStacks) }))), this.#maxBytes);
     const stacks = cap(formatStacks(snapshot), this.#maxBytes);
     const links: Link[] = snapshot.components.flatMap((c) => (c.tick === undefined ? [] : [{ context: { traceId: c.tick.traceId, spanId: c.tick.spanId, traceFlags: TraceFlags.SAMPLED } }]));
     const verdict = this.#tracer.startSpan('health verdict', {
@@ -172,7 +184,8 @@ export class Diagnostics implements HealthDiagnostics {
     });
     verdict.setStatus({ code: SpanStatusCode.ERROR, message: `unhealthy: ${snapshot.unhealthy.join(', ')}` });
     verdict.end();
-    for (const component of snapshot.components) this.#exportInFlight(component.inFlight, component.tick);
+    const budget = { left: MAX_SNAPSHOT_SPANS };
+    for (const component of snapshot.components) this.#exportInFlight(component.inFlight, component.tick, budget);
 
     const logger = this.#logger ?? defaultLogger();
     logger.info({ unhealthy: snapshot.unhealthy, inFlight: snapshot.components.reduce((n, c) => n + count(c.inFlight), 0) }, 'health verdict: unhealthy components');
@@ -183,11 +196,13 @@ export class Diagnostics implements HealthDiagnostics {
    * Exports a snapshot span per in-flight span, so Jaeger shows stuck work whose real span has not
    * ended. Roots hang under the real span (same trace); the rest under their parent's snapshot.
    */
-  #exportInFlight(nodes: readonly InFlightNode[], tick: DiagnosedComponent['tick'], parentSnapshot?: string): void {
+  #exportInFlight(nodes: readonly InFlightNode[], tick: DiagnosedComponent['tick'], budget: { left: number }, parentSnapshot?: string): void {
     if (tick === undefined) return;
     for (const node of nodes) {
+      if (budget.left <= 0) return;
+      budget.left--;
       const parent = trace.setSpanContext(ROOT_CONTEXT, { traceId: node.traceId, spanId: parentSnapshot ?? node.spanId, traceFlags: TraceFlags.SAMPLED });
-      const tracked = this.#inFlight?.spansOf(node.traceId).find((s) => s.spanId === node.spanId);
+      const tracked = this.#inFlight?.get(node.spanId);
       const attributes: Record<string, string | number | boolean | string[]> = {};
       for (const [key, value] of Object.entries(tracked?.span.attributes ?? node.attributes)) {
         if (value === undefined || value === null) continue;
@@ -204,9 +219,14 @@ export class Diagnostics implements HealthDiagnostics {
         parent,
       );
       snapshot.end();
-      this.#exportInFlight(node.children, tick, snapshot.spanContext().spanId);
+      this.#exportInFlight(node.children, tick, budget, snapshot.spanContext().spanId);
     }
   }
+}
+
+/** The first nodes of `spans` that the budget still allows (each `build` then spends one). */
+function within(spans: TrackedSpan[], budget: { nodes: number }): TrackedSpan[] {
+  return spans.length <= budget.nodes ? spans : spans.slice(0, Math.max(0, budget.nodes));
 }
 
 function withoutStacks(node: InFlightNode): Omit<InFlightNode, 'stack' | 'children'> & { children: unknown[] } {

@@ -68,6 +68,11 @@ export class InFlightSpanProcessor implements SpanProcessor {
     return this.#spans.size;
   }
 
+  /** One in-flight span by id. */
+  get(spanId: string): TrackedSpan | undefined {
+    return this.#spans.get(spanId);
+  }
+
   /** The in-flight spans of one trace, oldest first. */
   spansOf(traceId: string): TrackedSpan[] {
     const result: TrackedSpan[] = [];
@@ -126,8 +131,9 @@ export class InFlightSpanProcessor implements SpanProcessor {
   }
 
   #redact(span: Span): void {
-    for (const [key, value] of Object.entries(span.attributes)) {
-      const redacted = this.#redactor.attribute(key, value);
+    const attributes = span.attributes;
+    for (const key in attributes) {
+      const redacted = this.#redactor.attribute(key, attributes[key]);
       if (redacted !== undefined) span.setAttribute(key, redacted);
     }
     if (span.name.includes('://')) span.updateName(this.#redactor.text(span.name));

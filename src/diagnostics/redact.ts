@@ -9,6 +9,7 @@ export interface RedactionOptions {
 export const REDACTED = 'REDACTED';
 const DEFAULT_QUERY_KEYS = ['token', 'key', 'secret', 'password', 'passwd', 'pwd', 'signature', 'sig', 'auth', 'credential', 'session', 'code'];
 const DEFAULT_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key'];
+const URL_KEYS = new Set(['url.full', 'http.url', 'url.original', 'http.target', 'url.path']);
 const URL_IN_TEXT = /\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi;
 
 /** Redacts secrets from URLs, attribute values and free text. */
@@ -67,12 +68,14 @@ export class Redactor {
 
   /** The redacted value of an attribute, or `undefined` when it needs no change. */
   attribute(key: string, value: unknown): unknown {
-    const lower = key.toLowerCase();
-    const header = /^http\.(request|response)\.header\.(.+)$/.exec(lower)?.[2];
-    if (header !== undefined && this.#headers.some((h) => header === h || header.replace(/_/g, '-') === h)) return Array.isArray(value) ? value.map(() => REDACTED) : REDACTED;
+    // Runs on every attribute of every span: cheap checks first, parsing only when a secret may be there.
+    if (key.startsWith('http.request.header.') || key.startsWith('http.response.header.')) {
+      const header = key.slice(key.indexOf('.header.') + 8).toLowerCase().replace(/_/g, '-');
+      return this.#headers.includes(header) ? (Array.isArray(value) ? value.map(() => REDACTED) : REDACTED) : undefined;
+    }
     if (typeof value !== 'string') return undefined;
-    if (lower === 'url.query') return changedOrUndefined(value, this.query(value));
-    if (lower === 'url.full' || lower === 'http.url' || lower === 'url.original' || lower === 'http.target' || lower === 'url.path') return changedOrUndefined(value, this.url(value));
+    if (URL_KEYS.has(key)) return value.includes('@') || this.#mayHoldSecretQuery(value) ? changedOrUndefined(value, this.url(value)) : undefined;
+    if (key === 'url.query') return this.#mayHoldSecretQuery(value) ? changedOrUndefined(value, this.query(value)) : undefined;
     if (value.includes('://')) return changedOrUndefined(value, this.text(value));
     return undefined;
   }
@@ -80,6 +83,14 @@ export class Redactor {
   /** Free text (messages, stacks) with every URL in it redacted. */
   text(value: string): string {
     return value.replace(URL_IN_TEXT, (url) => this.url(url));
+  }
+
+  /** A cheap pre-check: a query that names no sensitive key needs no parsing. */
+  #mayHoldSecretQuery(value: string): boolean {
+    const query = value.indexOf('?');
+    if (query === -1 && value.includes('/')) return false;
+    const lower = value.slice(query + 1).toLowerCase();
+    return this.#queryKeys.some((k) => lower.includes(k));
   }
 
   #sensitiveKey(key: string): boolean {

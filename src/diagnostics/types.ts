@@ -35,7 +35,14 @@ export interface HandleInfo {
 export interface DiagnosticSnapshot {
   readonly at: string;
   readonly unhealthy: readonly string[];
-  readonly components: readonly { readonly name: string; readonly probe: string; readonly tick: DiagnosedComponent['tick']; readonly inFlight: readonly InFlightNode[] }[];
+  readonly components: readonly {
+    readonly name: string;
+    readonly probe: string;
+    readonly tick: DiagnosedComponent['tick'];
+    readonly inFlight: readonly InFlightNode[];
+    /** In-flight spans of the trace left out of `inFlight` (it keeps the first 1,000). */
+    readonly omitted: number;
+  }[];
   readonly process: {
     readonly pid: number;
     readonly uptimeS: number;

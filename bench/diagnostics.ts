@@ -1,0 +1,91 @@
+/**
+ * bench/diagnostics: what in-flight tracking costs per span (captureStacks off / ticks / all, as a
+ * ratio to no tracking), and the time and size of a verdict with 1,000 and 10,000 in-flight spans.
+ * Run: npm run bench:diagnostics
+ */
+import { context, trace, type Tracer } from '@opentelemetry/api';
+import { TracerProvider, type ReadableSpan, type SpanExporter, type SpanProcessor, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
+import { Health, InFlightSpanProcessor, type CaptureStacks } from 'lifeline';
+import { fixed, summarize, table } from './support.ts';
+
+const SPANS = 50_000;
+const ROUNDS = 7;
+
+/** Starts and ends `SPANS` child spans inside a tick trace (so `ticks` mode captures them). */
+function spanCost(tracer: Tracer): number {
+  const tick = tracer.startSpan('tick bench', { root: true, attributes: { 'lifeline.health.component': 'bench' } });
+  const ctx = trace.setSpan(context.active(), tick);
+  const started = process.hrtime.bigint();
+  for (let i = 0; i < SPANS; i++) tracer.startSpan('GET', { kind: 2, attributes: { 'url.full': `http://h/x?page=${i}`, 'http.request.method': 'GET' } }, ctx).end();
+  const ns = Number(process.hrtime.bigint() - started) / SPANS;
+  tick.end();
+  return ns;
+}
+
+const setups: [string, () => SpanProcessor[]][] = [
+  ['no tracking (baseline)', () => []],
+  ...(['off', 'ticks', 'all'] as CaptureStacks[]).map((mode): [string, () => SpanProcessor[]] => [`InFlightSpanProcessor, captureStacks '${mode}'`, () => [new InFlightSpanProcessor({ captureStacks: mode })]]),
+];
+const tracers = setups.map(([name, processors]) => [name, new TracerProvider({ spanProcessors: processors() }).getTracer('bench')] as const);
+for (const [, tracer] of tracers) spanCost(tracer); // warm up
+const costs = new Map<string, number[]>(tracers.map(([name]) => [name, []]));
+for (let round = 0; round < ROUNDS; round++) for (const [name, tracer] of tracers) costs.get(name)?.push(spanCost(tracer));
+const baseline = summarize(costs.get(setups[0]?.[0] ?? '') ?? []).median;
+console.log(`## Per-span cost of in-flight tracking: start + end of a child span in a tick trace, median of ${ROUNDS} × ${SPANS.toLocaleString('en-US')}\n`);
+table(
+  ['setup', 'ns / span', 'ratio to no tracking'],
+  tracers.map(([name]) => {
+    const median = summarize(costs.get(name) ?? []).median;
+    return [name, fixed(median, 0), fixed(median / baseline, 2)];
+  }),
+);
+
+class CountingExporter implements SpanExporter {
+  spans: ReadableSpan[] = [];
+  export(spans: ReadableSpan[], done: (result: { code: 0 }) => void): void {
+    this.spans.push(...spans);
+    done({ code: 0 });
+  }
+  shutdown(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+const MAX_BYTES = 16_384;
+const rows: string[][] = [];
+for (const inFlightCount of [1_000, 10_000]) {
+  const times: number[] = [];
+  let sizes = { tree: 0, stacks: 0, truncated: false, snapshotSpans: 0 };
+  for (let round = 0; round < 5; round++) {
+    const exporter = new CountingExporter();
+    const inFlight = new InFlightSpanProcessor();
+    const provider = new TracerProvider({ spanProcessors: [inFlight, new SimpleSpanProcessor({ exporter })] });
+    const health = new Health({ interval: 3_600_000, tracerProvider: provider, diagnostics: { inFlight, tracerProvider: provider, maxBytes: MAX_BYTES, logger: { info: () => undefined, debug: () => undefined } } });
+    const h = health.registerLiveness('stuck');
+    h.take();
+    const tracer = provider.getTracer('bench');
+    // The component's work: `inFlightCount` calls started under its tick, none of which end.
+    h.take()?.run(() => {
+      for (let i = 0; i < inFlightCount; i++) tracer.startSpan('GET', { kind: 2, attributes: { 'url.full': `http://upstream/items/${i}?token=t`, 'http.request.method': 'GET' } });
+    });
+    health.check();
+    health.check();
+    const started = process.hrtime.bigint();
+    health.check(); // healthy -> unhealthy: builds, caps and exports the diagnostic
+    times.push(Number(process.hrtime.bigint() - started) / 1e6);
+    const verdict = exporter.spans.find((s) => s.name === 'health verdict');
+    const event = verdict?.events.find((e) => e.name === 'lifeline.diagnostic');
+    sizes = {
+      tree: Buffer.byteLength(String(event?.attributes?.['lifeline.diagnostic.span_tree'])),
+      stacks: Buffer.byteLength(String(event?.attributes?.['lifeline.diagnostic.stacks'])),
+      truncated: event?.attributes?.['lifeline.diagnostic.truncated'] === true,
+      snapshotSpans: exporter.spans.filter((s) => s.attributes['lifeline.in_flight'] === true).length,
+    };
+    health.close();
+  }
+  const t = summarize(times);
+  rows.push([inFlightCount.toLocaleString('en-US'), fixed(t.median, 1), `${fixed(t.min, 1)}–${fixed(t.max, 1)}`, String(sizes.tree), String(sizes.stacks), String(sizes.truncated), String(sizes.snapshotSpans)]);
+}
+console.log(`## One verdict (snapshot + capped attributes + snapshot spans + log) with N in-flight spans in the stuck trace, median of 5; cap ${MAX_BYTES} bytes\n`);
+table(['in-flight spans', 'ms (median)', 'min–max ms', 'span_tree bytes', 'stacks bytes', 'truncated', 'snapshot spans exported'], rows);
+console.log('Target: ≤ 50 ms at 10,000 in-flight spans, every attribute within the cap.');
