@@ -3,7 +3,7 @@
  * ratio to no tracking), and the time and size of a verdict with 1,000 and 10,000 in-flight spans.
  * Run: npm run bench:diagnostics
  */
-import { context, trace, type Tracer } from '@opentelemetry/api';
+import { context, SpanKind, trace, type Tracer } from '@opentelemetry/api';
 import { TracerProvider, type ReadableSpan, type SpanExporter, type SpanProcessor, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { Health, InFlightSpanProcessor, type CaptureStacks } from 'lifeline';
 import { fixed, summarize, table } from './support.ts';
@@ -16,7 +16,7 @@ function spanCost(tracer: Tracer): number {
   const tick = tracer.startSpan('tick bench', { root: true, attributes: { 'lifeline.health.component': 'bench' } });
   const ctx = trace.setSpan(context.active(), tick);
   const started = process.hrtime.bigint();
-  for (let i = 0; i < SPANS; i++) tracer.startSpan('GET', { kind: 2, attributes: { 'url.full': `http://h/x?page=${i}`, 'http.request.method': 'GET' } }, ctx).end();
+  for (let i = 0; i < SPANS; i++) tracer.startSpan('GET', { kind: SpanKind.CLIENT, attributes: { 'url.full': `http://h/x?page=${i}`, 'http.request.method': 'GET' } }, ctx).end();
   const ns = Number(process.hrtime.bigint() - started) / SPANS;
   tick.end();
   return ns;
@@ -66,7 +66,7 @@ for (const inFlightCount of [1_000, 10_000]) {
     const tracer = provider.getTracer('bench');
     // The component's work: `inFlightCount` calls started under its tick, none of which end.
     h.take()?.run(() => {
-      for (let i = 0; i < inFlightCount; i++) tracer.startSpan('GET', { kind: 2, attributes: { 'url.full': `http://upstream/items/${i}?token=t`, 'http.request.method': 'GET' } });
+      for (let i = 0; i < inFlightCount; i++) tracer.startSpan('GET', { kind: SpanKind.CLIENT, attributes: { 'url.full': `http://upstream/items/${i}?token=t`, 'http.request.method': 'GET' } });
     });
     health.check();
     health.check();
