@@ -1,0 +1,93 @@
+// A real Jaeger v2 and an OpenTelemetry Collector on loopback, without Docker: the Jaeger binary
+// (built once from the Go module proxy by build-jaeger.sh) runs twice — once as the trace store
+// with its query API (jaeger.yaml), once as the collector in front of it (config.yaml).
+//
+//   node otel-collector/local-stack.mjs            # start, print the endpoints, stop on Ctrl-C
+//   import { startLocalStack } from './local-stack.mjs'   # from tests and the demo
+import { execFileSync, spawn } from 'node:child_process';
+import { connect } from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+
+/** Builds Jaeger if needed and returns the binary's path. */
+export function jaegerBinary() {
+  return execFileSync('bash', [`${HERE}build-jaeger.sh`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop();
+}
+
+/**
+ * Starts the stack. Ports default to the standard ones (OTLP 4317/4318, query 16686); tests pass
+ * a `base` to move every port (base+0 OTLP gRPC, +1 OTLP HTTP, +2 query HTTP, +3 query gRPC,
+ * +4 Jaeger's own OTLP gRPC). Resolves once both are accepting; `stop()` ends both.
+ */
+export async function startLocalStack({ base, log = false } = {}) {
+  const ports = base === undefined ? { grpc: 4317, http: 4318, query: 16686, queryGrpc: 16685, store: 24317 } : { grpc: base, http: base + 1, query: base + 2, queryGrpc: base + 3, store: base + 4 };
+  const binary = jaegerBinary();
+  const env = {
+    ...process.env,
+    COLLECTOR_OTLP_GRPC_ENDPOINT: `127.0.0.1:${ports.grpc}`,
+    COLLECTOR_OTLP_HTTP_ENDPOINT: `127.0.0.1:${ports.http}`,
+    COLLECTOR_BATCH_TIMEOUT: '200ms',
+    JAEGER_QUERY_HTTP_ENDPOINT: `127.0.0.1:${ports.query}`,
+    JAEGER_QUERY_GRPC_ENDPOINT: `127.0.0.1:${ports.queryGrpc}`,
+    JAEGER_OTLP_GRPC_ENDPOINT: `127.0.0.1:${ports.store}`,
+  };
+  const stdio = ['ignore', log ? 'inherit' : 'ignore', log ? 'inherit' : 'pipe'];
+  const children = [];
+  const stop = async () => {
+    await Promise.all(children.map((child) => new Promise((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once('exit', resolve);
+      child.kill('SIGTERM');
+      setTimeout(() => child.kill('SIGKILL'), 5_000).unref();
+    })));
+  };
+  try {
+    const store = spawn(binary, ['--config', `${HERE}jaeger.yaml`], { env, stdio });
+    children.push(store);
+    await waitForPort(ports.store, store, 'jaeger (store)');
+    await waitForPort(ports.query, store, 'jaeger (query)');
+    const collector = spawn(binary, ['--config', `${HERE}config.yaml`], { env, stdio });
+    children.push(collector);
+    await waitForPort(ports.http, collector, 'collector');
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    otlpHttpEndpoint: `http://127.0.0.1:${ports.http}`,
+    otlpGrpcEndpoint: `http://127.0.0.1:${ports.grpc}`,
+    queryUrl: `http://127.0.0.1:${ports.query}`,
+    /** The collector process, for fault tests that kill and restart it. */
+    collector: children[1],
+    stop,
+  };
+}
+
+async function waitForPort(port, child, name, timeoutMs = 60_000) {
+  let stderr = '';
+  child.stderr?.setEncoding('utf8').on('data', (chunk) => { stderr = (stderr + chunk).slice(-4_000); });
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}: ${stderr}`);
+    if (await accepts(port)) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${name} did not listen on ${port} within ${timeoutMs} ms: ${stderr}`);
+}
+
+function accepts(port) {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => { socket.destroy(); resolve(true); });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const stack = await startLocalStack({ log: true });
+  console.log(`collector OTLP: ${stack.otlpHttpEndpoint} (http), ${stack.otlpGrpcEndpoint} (grpc)\nJaeger query: ${stack.queryUrl}\nCtrl-C to stop.`);
+  const shutdown = () => stack.stop().then(() => process.exit(0));
+  process.once('SIGINT', shutdown);
+  process.once('SIGTERM', shutdown);
+}
