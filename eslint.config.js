@@ -24,7 +24,7 @@ export default tseslint.config(
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
       ...tseslint.configs.disableTypeChecked.languageOptions,
-      globals: { console: 'readonly', process: 'readonly', require: 'readonly', setTimeout: 'readonly', setImmediate: 'readonly', fetch: 'readonly', URL: 'readonly' },
+      globals: { console: 'readonly', process: 'readonly', require: 'readonly', setTimeout: 'readonly', setInterval: 'readonly', setImmediate: 'readonly', fetch: 'readonly', URL: 'readonly' },
     },
   },
   {

@@ -5,6 +5,8 @@ export interface EnvConfig {
   /** `false` when `LIFELINE_PROBE_PORT=0`. */
   probe: false | { port?: number; host?: string };
   healthIntervalMs?: number;
+  defaultTimeoutMs?: number;
+  diagnosticsLog?: 'debug' | 'info';
   logLevel?: string;
 }
 
@@ -18,10 +20,14 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
   const port = integer(env, 'LIFELINE_PROBE_PORT', 0, 65_535);
   const host = text(env, 'LIFELINE_PROBE_HOST');
   const healthIntervalMs = integer(env, 'LIFELINE_HEALTH_INTERVAL_MS', 1, 86_400_000);
+  const defaultTimeoutMs = integer(env, 'LIFELINE_DEFAULT_TIMEOUT_MS', 1, 86_400_000);
+  const diagnosticsLog = oneOf(env, 'LIFELINE_DIAGNOSTICS_LOG', ['debug', 'info'] as const);
   const logLevel = oneOf(env, 'LIFELINE_LOG_LEVEL', LOG_LEVELS);
   return {
     probe: port === 0 ? false : { ...(port === undefined ? {} : { port }), ...(host === undefined ? {} : { host }) },
     ...(healthIntervalMs === undefined ? {} : { healthIntervalMs }),
+    ...(defaultTimeoutMs === undefined ? {} : { defaultTimeoutMs }),
+    ...(diagnosticsLog === undefined ? {} : { diagnosticsLog }),
     ...(logLevel === undefined ? {} : { logLevel }),
   };
 }
@@ -43,10 +49,11 @@ function text(env: NodeJS.ProcessEnv, name: string): string | undefined {
   return raw(env, name);
 }
 
-function oneOf(env: NodeJS.ProcessEnv, name: string, allowed: readonly string[]): string | undefined {
+function oneOf<T extends string>(env: NodeJS.ProcessEnv, name: string, allowed: readonly T[]): T | undefined {
   const value = raw(env, name);
-  if (value !== undefined && !allowed.includes(value)) throw invalidEnv(name, value, `one of ${allowed.join(', ')}`);
-  return value;
+  if (value === undefined) return undefined;
+  if (!(allowed as readonly string[]).includes(value)) throw invalidEnv(name, value, `one of ${allowed.join(', ')}`);
+  return value as T;
 }
 
 function invalidEnv(name: string, value: string, expected: string): LifelineError {

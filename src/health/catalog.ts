@@ -39,6 +39,9 @@ export interface HealthStatus {
 
 /** The catalog's own entry: it watches that ping rounds keep happening. */
 export const SELF_COMPONENT = 'healthcheck';
+/** The entry that fails readiness once the process is draining (`drain()`). */
+export const DRAIN_COMPONENT = 'shutdown';
+const RESERVED = [SELF_COMPONENT, DRAIN_COMPONENT];
 
 const PROBE_KINDS: readonly ProbeKind[] = ['live', 'ready', 'startup'];
 const MEMBERS: Record<ProbeKind, readonly ComponentProbe[]> = {
@@ -70,6 +73,7 @@ export class Health {
   /** What the self-check measures from: the last round, or when the timer (re)started. */
   #lastRound = 0;
   #closed = false;
+  #draining = false;
   /** Sorted verdicts per probe, rebuilt after a round or a (de)registration changed them. */
   #verdicts: Partial<Record<ProbeKind, Verdicts>> = {};
 
@@ -123,8 +127,17 @@ export class Health {
     const verdicts = (this.#verdicts[probe] ??= this.#collect(probe));
     const selfHealthy = this.#selfHealthy();
     const healthy = selfHealthy ? insertSorted(verdicts.healthy, SELF_COMPONENT) : verdicts.healthy.slice();
-    const unhealthy = selfHealthy ? verdicts.unhealthy.slice() : insertSorted(verdicts.unhealthy, SELF_COMPONENT);
+    let unhealthy = selfHealthy ? verdicts.unhealthy.slice() : insertSorted(verdicts.unhealthy, SELF_COMPONENT);
+    if (this.#draining && probe === 'ready') unhealthy = insertSorted(unhealthy, DRAIN_COMPONENT);
     return { ok: unhealthy.length === 0, healthy, unhealthy };
+  }
+
+  /**
+   * The process is shutting down: from now on readiness fails (with `shutdown` unhealthy) so no
+   * new traffic arrives, while liveness is untouched so nothing restarts the pod mid-drain.
+   */
+  drain(): void {
+    this.#draining = true;
   }
 
   /** Runs one ping round now: what the timer does every `interval`. */
@@ -173,7 +186,7 @@ export class Health {
 
   #register(name: string, probe: ComponentProbe, once: boolean): ComponentHandle {
     if (typeof name !== 'string' || name.trim() === '') throw invalidOption('name', name, 'a non-empty string');
-    if (name === SELF_COMPONENT) throw invalidOption('name', name, `a name other than the reserved ${JSON.stringify(SELF_COMPONENT)}`);
+    if (RESERVED.includes(name)) throw invalidOption('name', name, `a name other than the reserved ${RESERVED.map((r) => JSON.stringify(r)).join(' and ')}`);
     if (typeof once !== 'boolean') throw invalidOption('once', once, 'a boolean');
     if (this.#closed) throw new LifelineError('ERR_CLOSED', `cannot register ${JSON.stringify(name)}: the catalog is closed`);
     if (this.#components.has(name)) throw new LifelineError('ERR_DUPLICATE_COMPONENT', `component ${JSON.stringify(name)} is already registered`);

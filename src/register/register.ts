@@ -25,6 +25,8 @@ const { pino } = await import('pino');
 try {
   await startLifeline({
     probe: config.probe,
+    ...(config.defaultTimeoutMs === undefined ? {} : { deadlines: { defaultTimeoutMs: config.defaultTimeoutMs } }),
+    ...(config.diagnosticsLog === undefined ? {} : { diagnostics: { log: config.diagnosticsLog } }),
     ...(config.logLevel === undefined ? {} : { logger: pino({ name: 'lifeline', level: config.logLevel }) }),
   });
 } catch (err) {

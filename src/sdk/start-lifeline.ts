@@ -2,6 +2,7 @@ import { trace } from '@opentelemetry/api';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { Instrumentation } from '@opentelemetry/instrumentation';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
+import { PinoInstrumentation } from '@opentelemetry/instrumentation-pino';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { NodeSDK, type NodeSDKConfiguration } from '@opentelemetry/sdk-node';
 import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
@@ -47,6 +48,14 @@ export interface LifelineOptions {
   propagation?: DeadlinePropagatorOptions;
   /** How unhealthy verdicts explain themselves: in-flight tracking, stacks, rate limit, caps, redaction. */
   diagnostics?: Omit<DiagnosticsOptions, 'inFlight' | 'tracerProvider' | 'logger'> & InFlightSpanProcessorOptions;
+  /**
+   * On SIGTERM: readiness fails at once, liveness stays up, spans are flushed; then, if the app has
+   * no SIGTERM handler of its own, lifeline shuts down and exits. `false` leaves SIGTERM alone.
+   * Default true.
+   */
+  handleSigterm?: boolean;
+  /** The most a SIGTERM flush or shutdown may take before the process exits anyway. Default 5 000 ms. */
+  shutdownTimeoutMs?: number;
 }
 
 /** A started lifeline: the catalog, its probe server, and the SDK's flush and shutdown. */
@@ -89,6 +98,7 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
     instrumentations: [
       new UndiciInstrumentation(),
       new HttpInstrumentation({ ignoreIncomingRequestHook: (req) => probePort !== undefined && req.socket.localPort === probePort }),
+      new PinoInstrumentation(), // trace_id / span_id on every pino line written inside a span
       ...(options.instrumentations ?? []),
     ],
     // Logs and metrics stay off unless their exporters are asked for: lifeline is about traces.
@@ -111,7 +121,7 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
     throw err;
   }
   let stopping: Promise<void> | undefined;
-  return {
+  const lifeline: Lifeline = {
     health,
     probe,
     forceFlush: async () => {
@@ -121,10 +131,42 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
     },
     shutdown: () =>
       (stopping ??= (async () => {
+        process.off('SIGTERM', onSigterm);
         await probe?.close();
         health.close();
         dispatcher?.uninstall();
         await sdk.shutdown();
       })()),
   };
+  const timeoutMs = options.shutdownTimeoutMs ?? 5_000;
+  function onSigterm(): void {
+    health.drain();
+    // Whether the app will handle shutdown itself is known only now: it may register later than us.
+    const appHandles = process.listenerCount('SIGTERM') > 1;
+    const work = appHandles ? lifeline.forceFlush() : lifeline.shutdown();
+    void withinBudget(work, timeoutMs).then(() => {
+      if (appHandles) return;
+      process.off('SIGTERM', onSigterm);
+      process.kill(process.pid, 'SIGTERM'); // no handler left: the default action ends the process
+    });
+  }
+  if (options.handleSigterm ?? true) process.on('SIGTERM', onSigterm);
+  return lifeline;
+}
+
+/** Waits for `work`, but never longer than `ms`; failures are swallowed (shutdown must go on). */
+function withinBudget(work: Promise<unknown>, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    work.then(
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+    );
+  });
 }

@@ -8,11 +8,16 @@ describe('readEnvConfig (SPEC §10)', () => {
   });
 
   it('reads every variable', () => {
-    expect(readEnvConfig({ LIFELINE_PROBE_PORT: '9000', LIFELINE_PROBE_HOST: '0.0.0.0', LIFELINE_HEALTH_INTERVAL_MS: '500', LIFELINE_LOG_LEVEL: 'debug' })).toEqual({
-      probe: { port: 9000, host: '0.0.0.0' },
-      healthIntervalMs: 500,
-      logLevel: 'debug',
-    });
+    expect(
+      readEnvConfig({
+        LIFELINE_PROBE_PORT: '9000',
+        LIFELINE_PROBE_HOST: '0.0.0.0',
+        LIFELINE_HEALTH_INTERVAL_MS: '500',
+        LIFELINE_DEFAULT_TIMEOUT_MS: '2500',
+        LIFELINE_DIAGNOSTICS_LOG: 'info',
+        LIFELINE_LOG_LEVEL: 'debug',
+      }),
+    ).toEqual({ probe: { port: 9000, host: '0.0.0.0' }, healthIntervalMs: 500, defaultTimeoutMs: 2500, diagnosticsLog: 'info', logLevel: 'debug' });
   });
 
   it('LIFELINE_PROBE_PORT=0 disables the probe server', () => {
@@ -28,6 +33,8 @@ describe('readEnvConfig (SPEC §10)', () => {
     ['LIFELINE_HEALTH_INTERVAL_MS', '1e3'],
     ['LIFELINE_HEALTH_INTERVAL_MS', '15s'],
     ['LIFELINE_LOG_LEVEL', 'loud'],
+    ['LIFELINE_DEFAULT_TIMEOUT_MS', '-1'],
+    ['LIFELINE_DIAGNOSTICS_LOG', 'verbose'],
   ])('%s=%s is rejected naming the variable and the value', (name, value) => {
     let error: unknown;
     try {

@@ -1,0 +1,150 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startLocalStack, type LocalStack } from '../../otel-collector/local-stack.mjs';
+import { ROOT } from '../support/node.js';
+import { startService, type ChildService } from '../support/service.js';
+import { answersOk, serve, type TestServer } from '../support/servers.js';
+import { eventually, findTraces, parentOf, tag, type JaegerSpan, type JaegerTrace } from '../support/jaeger.js';
+
+let stack: LocalStack;
+const running: { stop: () => Promise<void> }[] = [];
+let upstream: TestServer;
+
+/** Starts an example under `--import lifeline/register`, exporting to the collector. */
+async function example(script: string, service: string, env: NodeJS.ProcessEnv = {}): Promise<ChildService & { lines: string[] }> {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'lifeline/register', script], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      OTEL_SERVICE_NAME: service,
+      OTEL_EXPORTER_OTLP_ENDPOINT: stack.otlpHttpEndpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '200',
+      LIFELINE_PROBE_PORT: '0',
+      PORT: '0',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: string[] = [];
+  createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => lines.push(line));
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        resolve();
+        return;
+      }
+      child.once('exit', () => {
+        resolve();
+      });
+      child.kill('SIGTERM');
+    });
+  running.push({ stop });
+  await eventually(
+    () => Promise.resolve(lines.length),
+    (n) => n > 0,
+    20_000,
+  );
+  return { url: '', stderr: () => '', stop, lines };
+}
+
+beforeAll(async () => {
+  stack = await startLocalStack({ base: 30_000 + (process.pid % 500) * 10 });
+  upstream = await serve(answersOk);
+});
+afterAll(async () => {
+  await Promise.all(running.map((r) => r.stop()));
+  await upstream.close();
+  await stack.stop();
+});
+
+const spansOf = (traces: JaegerTrace[]): JaegerSpan[] => traces.flatMap((t) => t.spans);
+
+describe('lifeline read back from a real Jaeger, through a real collector', () => {
+  it('stuck dependency: tick spans with deadlines, calls aborted by deadline under their tick, a verdict with its diagnostic and (in flight) spans', async () => {
+    await example('examples/stuck-dependency/server.mjs', 'e2e-stuck', { LIFELINE_HEALTH_INTERVAL_MS: '500' });
+
+    const ticks = await eventually(
+      () => findTraces(stack.queryUrl, 'e2e-stuck', { 'lifeline.health.component': 'poller' }),
+      (t) => t.length > 0,
+    );
+    const tickSpans = spansOf(ticks).filter((s) => s.operationName === 'tick poller');
+    for (const tickSpan of tickSpans) {
+      expect(tag(tickSpan, 'lifeline.deadline.source')).toBe('tick');
+      expect(tag(tickSpan, 'lifeline.deadline.at')).toMatch(/^\d{4}-\d\d-\d\dT/);
+      expect(tag(tickSpan, 'lifeline.deadline.budget_ms')).toBeTypeOf('number');
+    }
+    // A tick taken late (its deadline already passed) has no budget left; a fresh one has the round's.
+    expect(Math.max(...tickSpans.map((s) => Number(tag(s, 'lifeline.deadline.budget_ms'))))).toBeGreaterThan(0);
+
+    // Found by tag, as a user would: the calls aborted by their deadline.
+    const aborted = await eventually(
+      () => findTraces(stack.queryUrl, 'e2e-stuck', { 'lifeline.deadline.exceeded': 'true', 'error.type': 'timeout' }),
+      (t) => spansOf(t).some((s) => s.operationName === 'GET'),
+    );
+    const trace = aborted.find((t) => t.spans.some((s) => s.operationName === 'GET' && tag(s, 'lifeline.deadline.exceeded') === true)) as JaegerTrace;
+    const call = trace.spans.find((s) => s.operationName === 'GET' && tag(s, 'lifeline.deadline.exceeded') === true) as JaegerSpan;
+    expect(tag(call, 'otel.status_code')).toBe('ERROR');
+    expect(tag(call, 'url.full')).toContain('token=REDACTED');
+    // Its tick span is its ancestor, in the same trace.
+    const byId = new Map(trace.spans.map((s) => [s.spanID, s]));
+    let ancestor = byId.get(parentOf(call) ?? '');
+    while (ancestor !== undefined && !ancestor.operationName.startsWith('tick ')) ancestor = byId.get(parentOf(ancestor) ?? '');
+    expect(ancestor?.operationName).toBe('tick poller');
+
+    // The component stuck without a deadline: the verdict, its event (Jaeger shows events as logs), the snapshot spans.
+    const verdicts = await eventually(
+      () => findTraces(stack.queryUrl, 'e2e-stuck', {}, 'health verdict'),
+      (t) => t.length > 0,
+    );
+    const verdict = spansOf(verdicts).find((s) => s.operationName === 'health verdict') as JaegerSpan;
+    expect(tag(verdict, 'otel.status_code')).toBe('ERROR');
+    const diagnostic = verdict.logs.find((l) => l.fields.some((f) => f.key === 'event' && f.value === 'lifeline.diagnostic'));
+    const field = (key: string) => diagnostic?.fields.find((f) => f.key === key)?.value;
+    expect(String(field('lifeline.diagnostic.span_tree'))).toContain('tick reporter');
+    expect(String(field('lifeline.diagnostic.span_tree'))).toContain('/report');
+    expect(String(field('lifeline.diagnostic.stacks'))).toContain('sendReport');
+    expect(JSON.stringify(verdicts)).not.toContain('s3cr3t-token');
+    const inFlight = await eventually(
+      () => findTraces(stack.queryUrl, 'e2e-stuck', { 'lifeline.in_flight': 'true' }),
+      (t) => spansOf(t).some((s) => s.operationName === 'GET (in flight)'),
+    );
+    expect(spansOf(inFlight).some((s) => s.operationName === 'tick reporter (in flight)')).toBe(true);
+  });
+
+  it('deadline across two services: the callee records source inbound', async () => {
+    const b = await startService('test/fixtures/relay-service.mjs', { OTEL_SERVICE_NAME: 'e2e-b', OTEL_EXPORTER_OTLP_ENDPOINT: stack.otlpHttpEndpoint, OTEL_BSP_SCHEDULE_DELAY: '200', LIFELINE_PROBE_PORT: '0', NEXT_URL: upstream.url }, ['--import', 'lifeline/register']);
+    const a = await startService('test/fixtures/relay-service.mjs', { OTEL_SERVICE_NAME: 'e2e-a', OTEL_EXPORTER_OTLP_ENDPOINT: stack.otlpHttpEndpoint, OTEL_BSP_SCHEDULE_DELAY: '200', LIFELINE_PROBE_PORT: '0', NEXT_URL: b.url, TIMEOUT_MS: '3000' }, ['--import', 'lifeline/register']);
+    running.push(a, b);
+    expect((await fetch(`${a.url}/go`)).status).toBe(200);
+    const traces = await eventually(
+      () => findTraces(stack.queryUrl, 'e2e-b', { 'lifeline.deadline.source': 'inbound' }),
+      (t) => spansOf(t).some((s) => tag(s, 'span.kind') === 'client'),
+    );
+    const services = new Set(traces.flatMap((t) => Object.values(t.processes).map((p) => p.serviceName)));
+    expect(services).toEqual(new Set(['e2e-a', 'e2e-b'])); // one trace across both
+  });
+
+  it('an unmodified service under --import emits client spans marked lifeline.deadline.missing', async () => {
+    await example('examples/plain-service/server.mjs', 'e2e-plain', { UPSTREAM_URL: `${upstream.url}/status`, POLL_MS: '200' });
+    const traces = await eventually(
+      () => findTraces(stack.queryUrl, 'e2e-plain', { 'lifeline.deadline.missing': 'true' }),
+      (t) => t.length > 0,
+    );
+    expect(tag(spansOf(traces)[0] as JaegerSpan, 'span.kind')).toBe('client');
+  });
+
+  it('pino lines written in tick work carry the trace id Jaeger has', async () => {
+    const service = await example('examples/ticked-poller/server.mjs', 'e2e-ticked', { UPSTREAM_URL: `${upstream.url}/status`, LIFELINE_HEALTH_INTERVAL_MS: '300' });
+    const line = await eventually(
+      () => Promise.resolve(service.lines.map((l) => JSON.parse(l) as { msg?: string; trace_id?: string }).find((l) => l.msg === 'polled upstream')),
+      (l) => l?.trace_id !== undefined,
+    );
+    const traceId = line?.trace_id ?? '';
+    const response = await eventually(
+      () => fetch(`${stack.queryUrl}/api/traces/${traceId}`).then((r) => r.json() as Promise<{ data: JaegerTrace[] | null }>),
+      (body) => (body.data?.length ?? 0) > 0,
+    );
+    expect(response.data?.[0]?.spans.some((s) => s.operationName === 'tick poller')).toBe(true);
+  });
+});
