@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 // Frames of lifeline itself, of OpenTelemetry and undici, and of Node's internals say nothing
 // about where the user's code is stuck.
 const LIFELINE_ROOT = fileURLToPath(new URL('..', import.meta.url));
-const NOISE = [LIFELINE_ROOT, '/node_modules/@opentelemetry/', '/node_modules/undici/', 'node:internal/', '(node:', 'at new Promise (<anonymous>)', 'at Array.map (<anonymous>)'];
+const NOISE = [LIFELINE_ROOT, '/node_modules/@opentelemetry/', '/node_modules/undici/', 'node:internal/', '(node:', '(<anonymous>)'];
 const CAPTURE_DEPTH = 40;
 /** Enough to see the call and a few callers; beyond that a dump shows framework plumbing. */
 const MAX_USER_FRAMES = 12;
