@@ -1,4 +1,5 @@
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
@@ -24,7 +25,7 @@ export default tseslint.config(
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
       ...tseslint.configs.disableTypeChecked.languageOptions,
-      globals: { console: 'readonly', process: 'readonly', require: 'readonly', setTimeout: 'readonly', setInterval: 'readonly', setImmediate: 'readonly', fetch: 'readonly', URL: 'readonly' },
+      globals: globals.node,
     },
   },
   {

@@ -8,7 +8,7 @@ import { otlpReceiver } from '../support/otlp-receiver.js';
 async function startApp(source: string, env: NodeJS.ProcessEnv) {
   const child = spawn(process.execPath, ['--import', 'lifeline/register', '--input-type=module', '-e', source], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal, at: Date.now() })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) => child.once('exit', (code, signal) => { resolve({ code, signal, at: Date.now() }); }));
   return { child, exited };
 }
 
