@@ -1,7 +1,19 @@
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace, type Link, type Tracer, type TracerProvider } from '@opentelemetry/api';
 import { invalidOption, oneOf } from '../errors/index.js';
 import { defaultLogger, type Logger } from '../log/index.js';
-import { ATTR_DEADLINE_AT, isoTime, SCOPE_NAME } from '../semconv/index.js';
+import {
+  ATTR_DEADLINE_AT,
+  ATTR_DIAGNOSTIC_SPAN_TREE,
+  ATTR_DIAGNOSTIC_STACKS,
+  ATTR_DIAGNOSTIC_TRUNCATED,
+  ATTR_HEALTH_UNHEALTHY,
+  ATTR_IN_FLIGHT,
+  ATTR_IN_FLIGHT_AGE_MS,
+  ATTR_IN_FLIGHT_SPAN_ID,
+  EVENT_DIAGNOSTIC,
+  isoTime,
+  SCOPE_NAME,
+} from '../semconv/index.js';
 import type { InFlightSpanProcessor, TrackedSpan } from './in-flight-span-processor.js';
 import { ProcessView } from './process-view.js';
 import { Redactor } from './redact.js';
@@ -23,13 +35,6 @@ export interface DiagnosticsOptions {
   /** Level of the dump in the log: `'debug'` (default) or `'info'`. Names are always at INFO. */
   log?: 'debug' | 'info';
 }
-
-export const ATTR_HEALTH_UNHEALTHY = 'lifeline.health.unhealthy';
-export const EVENT_DIAGNOSTIC = 'lifeline.diagnostic';
-export const ATTR_DIAGNOSTIC_SPAN_TREE = 'lifeline.diagnostic.span_tree';
-export const ATTR_DIAGNOSTIC_STACKS = 'lifeline.diagnostic.stacks';
-export const ATTR_DIAGNOSTIC_TRUNCATED = 'lifeline.diagnostic.truncated';
-export const ATTR_IN_FLIGHT = 'lifeline.in_flight';
 
 /** Attributes worth showing for a stuck span: what it calls, where, and for which tick. */
 /** Snapshot spans exported per verdict at most: enough to show stuck work, not a flood. */
@@ -214,7 +219,7 @@ export class Diagnostics implements HealthDiagnostics {
         {
           kind: tracked?.span.kind ?? SpanKind.INTERNAL,
           startTime: Date.parse(node.startedAt),
-          attributes: { ...attributes, [ATTR_IN_FLIGHT]: true, 'lifeline.in_flight.span_id': node.spanId, 'lifeline.in_flight.age_ms': node.ageMs, ...(node.origin === undefined ? {} : { 'code.stacktrace': node.stack ?? node.origin }) },
+          attributes: { ...attributes, [ATTR_IN_FLIGHT]: true, [ATTR_IN_FLIGHT_SPAN_ID]: node.spanId, [ATTR_IN_FLIGHT_AGE_MS]: node.ageMs, ...(node.origin === undefined ? {} : { 'code.stacktrace': node.stack ?? node.origin }) },
         },
         parent,
       );

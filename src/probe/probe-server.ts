@@ -120,11 +120,7 @@ function answer(
     send(req, res, 404, { error: 'not found' });
     return;
   }
-  if (req.method !== 'GET' && req.method !== 'HEAD') {
-    res.setHeader('allow', 'GET, HEAD');
-    send(req, res, 405, { error: 'method not allowed' });
-    return;
-  }
+  if (!readOnly(req, res)) return;
   const status = health.status(probe);
   send(req, res, status.ok ? 200 : 503, { status: status.ok ? 'pass' : 'fail', healthy: status.healthy, unhealthy: status.unhealthy });
   if (!status.ok) logFailure(probe, status.unhealthy);
@@ -136,12 +132,16 @@ function answerDiagnostics(health: Health, req: IncomingMessage, res: ServerResp
     send(req, res, 403, { error: 'forbidden' });
     return;
   }
-  if (req.method !== 'GET' && req.method !== 'HEAD') {
-    res.setHeader('allow', 'GET, HEAD');
-    send(req, res, 405, { error: 'method not allowed' });
-    return;
-  }
+  if (!readOnly(req, res)) return;
   send(req, res, 200, health.diagnose());
+}
+
+/** Only GET and HEAD are served; anything else gets 405 here. Returns whether to go on. */
+function readOnly(req: IncomingMessage, res: ServerResponse): boolean {
+  if (req.method === 'GET' || req.method === 'HEAD') return true;
+  res.setHeader('allow', 'GET, HEAD');
+  send(req, res, 405, { error: 'method not allowed' });
+  return false;
 }
 
 /** True for 127.0.0.0/8, ::1 and their IPv4-mapped forms. */

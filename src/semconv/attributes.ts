@@ -10,3 +10,14 @@ export const ATTR_DEADLINE_BUDGET_MS = 'lifeline.deadline.budget_ms';
 export const ATTR_DEADLINE_SOURCE = 'lifeline.deadline.source';
 export const ATTR_DEADLINE_EXCEEDED = 'lifeline.deadline.exceeded';
 export const ATTR_DEADLINE_MISSING = 'lifeline.deadline.missing';
+
+/** Diagnostics (SPEC §8): the verdict span's attribute, its event and the event's attributes. */
+export const ATTR_HEALTH_UNHEALTHY = 'lifeline.health.unhealthy';
+export const EVENT_DIAGNOSTIC = 'lifeline.diagnostic';
+export const ATTR_DIAGNOSTIC_SPAN_TREE = 'lifeline.diagnostic.span_tree';
+export const ATTR_DIAGNOSTIC_STACKS = 'lifeline.diagnostic.stacks';
+export const ATTR_DIAGNOSTIC_TRUNCATED = 'lifeline.diagnostic.truncated';
+/** Snapshot spans of work still in flight, and the real span each one stands for. */
+export const ATTR_IN_FLIGHT = 'lifeline.in_flight';
+export const ATTR_IN_FLIGHT_SPAN_ID = 'lifeline.in_flight.span_id';
+export const ATTR_IN_FLIGHT_AGE_MS = 'lifeline.in_flight.age_ms';

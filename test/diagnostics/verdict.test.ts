@@ -1,9 +1,7 @@
-import { propagation, SpanStatusCode, trace } from '@opentelemetry/api';
-import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
-import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { SpanStatusCode } from '@opentelemetry/api';
+import { TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
-  DeadlinePropagator,
   DeadlineSpanProcessor,
   Health,
   InFlightSpanProcessor,
@@ -12,15 +10,15 @@ import {
   type InstalledDeadlineDispatcher,
   type Logger,
 } from '../../src/index.js';
+import { instrumentedUndici } from '../support/instrumented.js';
 import { neverAnswers, serve, type TestServer } from '../support/servers.js';
 
 const TOKEN = 'tok-SECRET-7f3a';
 const BEARER = 'Bearer auth-SECRET-9c1d';
-const exporter = new InMemorySpanExporter();
 const inFlight = new InFlightSpanProcessor();
-const provider = new TracerProvider({ spanProcessors: [inFlight, new DeadlineSpanProcessor(), new SimpleSpanProcessor({ exporter })] });
 // Record the authorization header as a span attribute: redaction has to catch it.
-const instrumentation = new UndiciInstrumentation({ headersToSpanAttributes: { requestHeaders: ['authorization'] } });
+const tracing = instrumentedUndici([inFlight, new DeadlineSpanProcessor()], { headersToSpanAttributes: { requestHeaders: ['authorization'] } });
+const { exporter, provider } = tracing;
 let installed: InstalledDeadlineDispatcher;
 let silent: TestServer;
 let lines: { level: string; obj: object; msg: string }[] = [];
@@ -32,15 +30,12 @@ const catalogs: Health[] = [];
 const pending: Promise<unknown>[] = [];
 
 beforeAll(async () => {
-  trace.setGlobalTracerProvider(provider);
-  propagation.setGlobalPropagator(new DeadlinePropagator());
-  instrumentation.setTracerProvider(provider);
-  instrumentation.enable();
+  tracing.start();
   installed = installDeadlineDispatcher();
   silent = await serve(neverAnswers);
 });
 afterAll(async () => {
-  instrumentation.disable();
+  tracing.stop();
   installed.uninstall();
   await silent.close();
 });

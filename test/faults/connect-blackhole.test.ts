@@ -1,33 +1,28 @@
 import { once } from 'node:events';
-import { propagation, SpanStatusCode, trace } from '@opentelemetry/api';
-import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
-import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { SpanStatusCode } from '@opentelemetry/api';
 import * as undici from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DeadlinePropagator, DeadlineSpanProcessor, installDeadlineDispatcher, isDeadlineExceeded, withDeadline, type InstalledDeadlineDispatcher } from '../../src/index.js';
+import { DeadlineSpanProcessor, installDeadlineDispatcher, isDeadlineExceeded, withDeadline, type InstalledDeadlineDispatcher } from '../../src/index.js';
+import { instrumentedUndici } from '../support/instrumented.js';
 import { ROOT } from '../support/node.js';
 import { createTestHost, type TestHost } from '../support/netns.js';
 
 const PORT = 8080;
-const exporter = new InMemorySpanExporter();
-const provider = new TracerProvider({ spanProcessors: [new DeadlineSpanProcessor(), new SimpleSpanProcessor({ exporter })] });
-const instrumentation = new UndiciInstrumentation();
+const tracing = instrumentedUndici([new DeadlineSpanProcessor()]);
+const { exporter } = tracing;
 let host: TestHost;
 let installed: InstalledDeadlineDispatcher;
 let server: ReturnType<TestHost['spawn']>;
 
 beforeAll(async () => {
-  trace.setGlobalTracerProvider(provider);
-  propagation.setGlobalPropagator(new DeadlinePropagator());
-  instrumentation.setTracerProvider(provider);
-  instrumentation.enable();
+  tracing.start();
   installed = installDeadlineDispatcher();
   host = createTestHost();
   server = host.spawn(process.execPath, [`${ROOT}/test/fixtures/hello-server.mjs`], { HOST: '0.0.0.0', PORT: String(PORT) });
   await once(server.stdout as NodeJS.ReadableStream, 'data');
 });
 afterAll(() => {
-  instrumentation.disable();
+  tracing.stop();
   installed.uninstall();
   server.kill('SIGKILL');
   host.destroy();

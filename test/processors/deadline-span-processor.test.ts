@@ -1,9 +1,7 @@
-import { propagation, SpanStatusCode, trace } from '@opentelemetry/api';
-import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
-import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { SpanStatusCode, trace } from '@opentelemetry/api';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
-  DeadlinePropagator,
   DeadlineSpanProcessor,
   Health,
   installDeadlineDispatcher,
@@ -11,21 +9,18 @@ import {
   withTimeout,
   type InstalledDeadlineDispatcher,
 } from '../../src/index.js';
+import { instrumentedUndici } from '../support/instrumented.js';
 import { answersOk, neverAnswers, serve, type TestServer } from '../support/servers.js';
 
-const exporter = new InMemorySpanExporter();
-const provider = new TracerProvider({ spanProcessors: [new DeadlineSpanProcessor(), new SimpleSpanProcessor({ exporter })] });
-const instrumentation = new UndiciInstrumentation();
+const tracing = instrumentedUndici([new DeadlineSpanProcessor()]);
+const { exporter, provider } = tracing;
 let installed: InstalledDeadlineDispatcher;
 let ok: TestServer;
 let silent: TestServer;
 let headers: string[] = [];
 
 beforeAll(async () => {
-  trace.setGlobalTracerProvider(provider);
-  propagation.setGlobalPropagator(new DeadlinePropagator());
-  instrumentation.setTracerProvider(provider);
-  instrumentation.enable();
+  tracing.start();
   installed = installDeadlineDispatcher({
     policy: [{ match: { 'url.path': /^\/policed/, 'http.request.method': 'GET' }, timeoutMs: 80 }],
     defaultTimeoutMs: 30_000,
@@ -37,7 +32,7 @@ beforeAll(async () => {
   silent = await serve(neverAnswers);
 });
 afterAll(async () => {
-  instrumentation.disable();
+  tracing.stop();
   installed.uninstall();
   await Promise.all([ok.close(), silent.close()]);
 });
