@@ -16,6 +16,10 @@ export interface TestHost {
   blackhole(port: number): void;
   /** Removes the blackhole on `port`. */
   lift(port: number): void;
+  /** Drops every TCP packet the host sends to `ip:port` (its outbound calls hang). */
+  blackholeTo(ip: string, port: number): void;
+  /** Removes that outbound blackhole. */
+  liftTo(ip: string, port: number): void;
   /** Runs a command inside the host. */
   spawn(command: string, args: string[], env?: NodeJS.ProcessEnv): ChildProcess;
   destroy(): void;
@@ -47,6 +51,7 @@ export function createTestHost(): TestHost {
     throw err;
   }
   const rule = (action: '-A' | '-D', port: number) => ['ip', 'netns', 'exec', name, 'iptables', action, 'INPUT', '-p', 'tcp', '--dport', String(port), '-j', 'DROP'];
+  const outbound = (action: '-A' | '-D', to: string, port: number) => ['ip', 'netns', 'exec', name, 'iptables', action, 'OUTPUT', '-p', 'tcp', '-d', to, '--dport', String(port), '-j', 'DROP'];
   return {
     name,
     localIp,
@@ -56,6 +61,12 @@ export function createTestHost(): TestHost {
     },
     lift: (port) => {
       run(rule('-D', port));
+    },
+    blackholeTo: (to, port) => {
+      run(outbound('-A', to, port));
+    },
+    liftTo: (to, port) => {
+      run(outbound('-D', to, port));
     },
     spawn: (command, args, env) => spawn('ip', ['netns', 'exec', name, command, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }),
     destroy: () => {

@@ -1,0 +1,162 @@
+import type { ChildProcess } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import { createInterface } from 'node:readline';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../support/node.js';
+import { createTestHost, type TestHost } from '../support/netns.js';
+
+// The seed system's test plan: blackhole the dependency, keep the probe port reachable; liveness
+// must stay green for the whole fault. FAULT_SECONDS shortens it for a quick local run.
+const FAULT_MS = Number(process.env.FAULT_SECONDS ?? 60) * 1_000;
+const DEP_PORT = 18_080; // below the ephemeral range, so no probe reply ever matches the DROP rule
+const PROBE_PORT = 5_555;
+const INTERVAL_MS = 500;
+
+interface Call {
+  seq: number;
+  deadline: number;
+  started: number;
+  ended: number;
+  outcome: string;
+}
+
+let host: TestHost;
+let dependency: Server;
+
+beforeAll(async () => {
+  host = createTestHost();
+  dependency = createServer((_req, res) => res.end('ok'));
+  dependency.keepAliveTimeout = 60_000;
+  await new Promise<void>((resolve) => dependency.listen(DEP_PORT, host.localIp, resolve));
+});
+afterAll(async () => {
+  dependency.closeAllConnections();
+  await new Promise((resolve) => dependency.close(resolve));
+  host.destroy();
+});
+
+/** Starts the service inside the test host; collects its call lines. */
+function startService(env: NodeJS.ProcessEnv = {}): { child: ChildProcess; calls: Call[]; stop: () => Promise<void> } {
+  const child = host.spawn(process.execPath, ['--import', 'lifeline/register', `${ROOT}/test/fixtures/blackhole-service.mjs`], {
+    DEP_URL: `http://${host.localIp}:${DEP_PORT}/status`,
+    LIFELINE_HEALTH_INTERVAL_MS: String(INTERVAL_MS),
+    LIFELINE_PROBE_HOST: '0.0.0.0',
+    LIFELINE_PROBE_PORT: String(PROBE_PORT),
+    LIFELINE_LOG_LEVEL: 'warn',
+    OTEL_TRACES_EXPORTER: 'none',
+    ...env,
+  });
+  const calls: Call[] = [];
+  createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => calls.push(JSON.parse(line) as Call));
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => process.stderr.write(`[service] ${chunk}`));
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        resolve();
+        return;
+      }
+      child.once('exit', () => {
+        resolve();
+      });
+      child.kill('SIGKILL');
+    });
+  return { child, calls, stop };
+}
+
+/** Probes /live every 200 ms for `ms`; returns every status seen (0 = no answer within 1 s). */
+async function probeFor(ms: number): Promise<number[]> {
+  const statuses: number[] = [];
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    const status = await fetch(`http://${host.ip}:${PROBE_PORT}/live`, { signal: AbortSignal.timeout(1_000) }).then(
+      (r) => r.status,
+      () => 0,
+    );
+    statuses.push(status);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  return statuses;
+}
+
+async function until(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Lateness of every call that ran inside the fault window (ms after its deadline). */
+function assertAllEndedByDeadline(calls: Call[], from: number, to: number): { count: number; worstLateMs: number } {
+  const inFault = calls.filter((c) => c.started >= from && c.ended <= to);
+  expect(inFault.length).toBeGreaterThan(FAULT_MS / INTERVAL_MS / 2);
+  for (const call of inFault) {
+    expect(call.outcome).toBe('deadline');
+    expect(call.ended).toBeGreaterThanOrEqual(call.deadline);
+    expect(call.ended - call.deadline).toBeLessThanOrEqual(50);
+  }
+  return { count: inFault.length, worstLateMs: Math.max(...inFault.map((c) => c.ended - c.deadline)) };
+}
+
+describe(`blackhole plan: dependency blackholed for ${FAULT_MS / 1_000} s, 500 ms interval`, { timeout: FAULT_MS + 40_000 }, () => {
+  it('(a) before any connection exists (connect phase): liveness 200 throughout, every call ends at its deadline, recovers', async () => {
+    host.blackholeTo(host.localIp, DEP_PORT);
+    const service = startService();
+    try {
+      await until(() => service.calls.length > 0, 10_000, 'the first call');
+      const from = Date.now();
+      const statuses = await probeFor(FAULT_MS);
+      const to = Date.now();
+      expect(statuses.length).toBeGreaterThan(FAULT_MS / 400);
+      expect(statuses.filter((s) => s !== 200)).toEqual([]);
+      const { count, worstLateMs } = assertAllEndedByDeadline(service.calls, from, to);
+      host.liftTo(host.localIp, DEP_PORT);
+      await until(() => service.calls.some((c) => c.started > to && c.outcome === 'ok'), 5_000, 'a successful call after the blackhole');
+      console.log(`connect phase: ${statuses.length} probes all 200; ${count} calls all deadline-exceeded, worst ${worstLateMs} ms after the deadline`);
+    } finally {
+      try {
+        host.liftTo(host.localIp, DEP_PORT);
+      } catch {
+        // already lifted
+      }
+      await service.stop();
+    }
+  });
+
+  it('(b) mid-flight, on kept-alive connections: liveness 200 throughout, every call ends at its deadline, recovers', async () => {
+    const service = startService();
+    try {
+      await until(() => service.calls.filter((c) => c.outcome === 'ok').length >= 3, 10_000, 'three successful calls');
+      host.blackholeTo(host.localIp, DEP_PORT);
+      const from = Date.now();
+      const statuses = await probeFor(FAULT_MS);
+      const to = Date.now();
+      expect(statuses.filter((s) => s !== 200)).toEqual([]);
+      const { count, worstLateMs } = assertAllEndedByDeadline(service.calls, from, to);
+      host.liftTo(host.localIp, DEP_PORT);
+      await until(() => service.calls.some((c) => c.started > to && c.outcome === 'ok'), 5_000, 'a successful call after the blackhole');
+      console.log(`mid-flight: ${statuses.length} probes all 200; ${count} calls all deadline-exceeded, worst ${worstLateMs} ms after the deadline`);
+    } finally {
+      try {
+        host.liftTo(host.localIp, DEP_PORT);
+      } catch {
+        // already lifted
+      }
+      await service.stop();
+    }
+  });
+
+  it('contrast: the same service without lifeline deadlines turns unhealthy under the blackhole', async () => {
+    const service = startService({ CONTRAST: '1' });
+    try {
+      await until(() => service.calls.filter((c) => c.outcome === 'ok').length >= 2, 10_000, 'two successful calls');
+      host.blackholeTo(host.localIp, DEP_PORT);
+      const statuses = await probeFor(5_000);
+      expect(statuses).toContain(503);
+      console.log(`contrast: liveness answered 503 ${statuses.filter((s) => s === 503).length} of ${statuses.length} times in 5 s`);
+    } finally {
+      host.liftTo(host.localIp, DEP_PORT);
+      await service.stop();
+    }
+  });
+});
