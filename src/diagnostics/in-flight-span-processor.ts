@@ -102,8 +102,23 @@ export class InFlightSpanProcessor implements SpanProcessor {
   }
 
   onEnding(span: Span): void {
-    // Attributes set after start (response headers, …) are redacted before any exporter sees them.
+    // Attributes set after start (response headers, …), recorded exceptions and status messages
+    // are redacted before any exporter sees them.
     this.#redact(span);
+    for (const event of span.events) {
+      const attributes = event.attributes;
+      if (attributes === undefined) continue;
+      for (const key in attributes) {
+        const value = attributes[key];
+        const redacted = typeof value === 'string' && (key === 'exception.message' || key === 'exception.stacktrace') ? this.#redactor.text(value) : this.#redactor.attribute(key, value);
+        if (redacted !== undefined && redacted !== value) (attributes as Record<string, unknown>)[key] = redacted;
+      }
+    }
+    const message = span.status.message;
+    if (message !== undefined && message !== '') {
+      const redacted = this.#redactor.text(message);
+      if (redacted !== message) span.setStatus({ code: span.status.code, message: redacted });
+    }
   }
 
   onEnd(span: ReadableSpan): void {

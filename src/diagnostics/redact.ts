@@ -9,6 +9,8 @@ export interface RedactionOptions {
 export const REDACTED = 'REDACTED';
 const DEFAULT_QUERY_KEYS = ['token', 'key', 'secret', 'password', 'passwd', 'pwd', 'signature', 'sig', 'auth', 'credential', 'session', 'code'];
 const DEFAULT_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key'];
+const CREDENTIAL = /\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+/i;
+const CREDENTIAL_GLOBAL = new RegExp(CREDENTIAL.source, 'gi');
 const URL_KEYS = new Set(['url.full', 'http.url', 'url.original', 'http.target', 'url.path']);
 const URL_IN_TEXT = /\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi;
 
@@ -16,10 +18,14 @@ const URL_IN_TEXT = /\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi;
 export class Redactor {
   readonly #queryKeys: readonly string[];
   readonly #headers: readonly string[];
+  /** `key=value` / `key: value` where the key contains a sensitive word. */
+  readonly #pair: RegExp;
 
   constructor(options: RedactionOptions = {}) {
     this.#queryKeys = (options.queryKeys ?? DEFAULT_QUERY_KEYS).map((k) => k.toLowerCase());
     this.#headers = (options.headers ?? DEFAULT_HEADERS).map((h) => h.toLowerCase());
+    const words = this.#queryKeys.map((k) => k.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|');
+    this.#pair = new RegExp(`\\b([\\w.-]*(?:${words})[\\w.-]*)(\\s*[=:]\\s*)([^\\s&;,"']+)`, 'gi');
   }
 
   /** A URL (absolute, or a path with a query) without userinfo and with sensitive query values replaced. */
@@ -80,9 +86,16 @@ export class Redactor {
     return undefined;
   }
 
-  /** Free text (messages, stacks) with every URL in it redacted. */
+  /**
+   * Free text (error messages, stacks, names) with secrets redacted: every URL in it, `key=value`
+   * and `key: value` pairs of sensitive keys, and `Bearer`/`Basic` credentials.
+   */
   text(value: string): string {
-    return value.replace(URL_IN_TEXT, (url) => this.url(url));
+    if (!value.includes('://') && !this.#mayHoldSecretQuery(value) && !CREDENTIAL.test(value)) return value;
+    return value
+      .replace(URL_IN_TEXT, (url) => this.url(url))
+      .replace(CREDENTIAL_GLOBAL, (_match, scheme: string) => `${scheme} ${REDACTED}`)
+      .replace(this.#pair, (match: string, key: string, separator: string, secret: string) => (secret === REDACTED || /^(bearer|basic)$/i.test(secret) ? match : `${key}${separator}${REDACTED}`));
   }
 
   /** A cheap pre-check: a query that names no sensitive key needs no parsing. */

@@ -1,9 +1,9 @@
 import { trace } from '@opentelemetry/api';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { Instrumentation } from '@opentelemetry/instrumentation';
-import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
+import { HttpInstrumentation, type HttpInstrumentationConfig } from '@opentelemetry/instrumentation-http';
 import { PinoInstrumentation } from '@opentelemetry/instrumentation-pino';
-import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
+import { UndiciInstrumentation, type UndiciInstrumentationConfig } from '@opentelemetry/instrumentation-undici';
 import { NodeSDK, type NodeSDKConfiguration } from '@opentelemetry/sdk-node';
 import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
 import {
@@ -34,8 +34,12 @@ export interface LifelineOptions {
   traceExporter?: SpanExporter;
   /** Span processors to use instead of the batched `traceExporter`; lifeline's own run first. */
   spanProcessors?: SpanProcessor[];
-  /** More instrumentations beside lifeline's (undici/fetch and http). */
+  /** More instrumentations beside lifeline's (undici/fetch, http, pino). */
   instrumentations?: Instrumentation[];
+  /** Configuration of lifeline's undici/fetch instrumentation (e.g. `headersToSpanAttributes`). */
+  undici?: UndiciInstrumentationConfig;
+  /** Configuration of lifeline's http instrumentation; probe requests stay untraced. */
+  http?: HttpInstrumentationConfig;
   /** The catalog to serve; default the process-wide `health`. */
   health?: Health;
   /** Probe server options, or `false` for no probe server. */
@@ -96,8 +100,11 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
       propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator(), new DeadlinePropagator(options.propagation)],
     }),
     instrumentations: [
-      new UndiciInstrumentation(),
-      new HttpInstrumentation({ ignoreIncomingRequestHook: (req) => probePort !== undefined && req.socket.localPort === probePort }),
+      new UndiciInstrumentation(options.undici),
+      new HttpInstrumentation({
+        ...options.http,
+        ignoreIncomingRequestHook: (req) => (probePort !== undefined && req.socket.localPort === probePort) || (options.http?.ignoreIncomingRequestHook?.(req) ?? false),
+      }),
       new PinoInstrumentation(), // trace_id / span_id on every pino line written inside a span
       ...(options.instrumentations ?? []),
     ],

@@ -45,3 +45,15 @@ describe('isLoopback', () => {
     expect(isLoopback(address)).toBe(expected);
   });
 });
+
+describe('Redactor.text', () => {
+  it.each([
+    ['connect failed: password=hunter2 user=bob', 'connect failed: password=REDACTED user=bob'],
+    ['Authorization: Bearer abc.def-ghi', 'Authorization: Bearer REDACTED'],
+    ['api_key: 12345, region: eu', 'api_key: REDACTED, region: eu'],
+    ['GET https://u:p@h/x?token=t failed', 'GET https://h/x?token=REDACTED failed'],
+    ['nothing to hide here', 'nothing to hide here'],
+  ])('%j -> %j', (input, output) => {
+    expect(redactor.text(input)).toBe(output);
+  });
+});

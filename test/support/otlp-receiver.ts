@@ -12,10 +12,13 @@ export interface ReceivedSpan {
   startMs: number;
   endMs: number;
   statusCode: number;
+  statusMessage: string;
   attributes: Record<string, string | number | boolean>;
+  events: { name: string; attributes: Record<string, string | number | boolean> }[];
 }
 
 interface OtlpValue {
+  arrayValue?: unknown;
   stringValue?: string;
   intValue?: string | number;
   doubleValue?: number;
@@ -33,8 +36,9 @@ interface OtlpSpan {
   kind: number;
   startTimeUnixNano: string;
   endTimeUnixNano: string;
-  status?: { code?: number };
+  status?: { code?: number; message?: string };
   attributes?: OtlpAttribute[];
+  events?: { name: string; attributes?: OtlpAttribute[] }[];
 }
 interface OtlpRequest {
   resourceSpans?: { resource?: { attributes?: OtlpAttribute[] }; scopeSpans?: { spans?: OtlpSpan[] }[] }[];
@@ -93,7 +97,9 @@ function flatten(request: OtlpRequest): ReceivedSpan[] {
           startMs: Number(BigInt(span.startTimeUnixNano) / 1_000_000n),
           endMs: Number(BigInt(span.endTimeUnixNano) / 1_000_000n),
           statusCode: span.status?.code ?? 0,
+          statusMessage: span.status?.message ?? '',
           attributes: attributesOf(span.attributes),
+          events: (span.events ?? []).map((event) => ({ name: event.name, attributes: attributesOf(event.attributes) })),
         });
       }
     }
@@ -104,7 +110,7 @@ function flatten(request: OtlpRequest): ReceivedSpan[] {
 function attributesOf(list: OtlpAttribute[] | undefined): Record<string, string | number | boolean> {
   const result: Record<string, string | number | boolean> = {};
   for (const { key, value } of list ?? []) {
-    const v = value.stringValue ?? value.boolValue ?? value.doubleValue ?? (value.intValue === undefined ? undefined : Number(value.intValue));
+    const v = value.stringValue ?? value.boolValue ?? value.doubleValue ?? (value.intValue === undefined ? undefined : Number(value.intValue)) ?? (value.arrayValue === undefined ? undefined : JSON.stringify(value.arrayValue));
     if (v !== undefined) result[key] = v;
   }
   return result;
