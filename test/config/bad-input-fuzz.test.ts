@@ -31,7 +31,7 @@ describe('bad input: env and options (every rejection is a clear LifelineError, 
   it('constructors and scopes: 2,000 random options', () => {
     fc.assert(
       fc.property(fc.anything(), fc.anything(), (a, b) => {
-        acceptsOrNames(() => new Health({ interval: a as number, buffer: b as number }).close(), /invalid (interval|buffer)/);
+        acceptsOrNames(() => { new Health({ interval: a as number, buffer: b as number }).close(); }, /invalid (interval|buffer)/);
         acceptsOrNames(() => new DeadlinePolicy({ policy: a as [], defaultTimeoutMs: b as number }), /invalid (policy|defaultTimeoutMs)/);
         acceptsOrNames(() => new InFlightSpanProcessor({ maxSpans: a as number, captureStacks: b as 'off' }), /invalid (maxSpans|captureStacks)/);
         acceptsOrNames(() => new Diagnostics({ minIntervalMs: a as number, maxBytes: b as number }), /invalid diagnostics\./);
