@@ -139,10 +139,11 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
     shutdown: () =>
       (stopping ??= (async () => {
         process.off('SIGTERM', onSigterm);
+        // Spans first, probes last: liveness keeps answering 200 until the very end.
+        await sdk.shutdown();
         await probe?.close();
         health.close();
         dispatcher?.uninstall();
-        await sdk.shutdown();
       })()),
   };
   const timeoutMs = options.shutdownTimeoutMs ?? 5_000;
@@ -150,7 +151,7 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
     health.drain();
     // Whether the app will handle shutdown itself is known only now: it may register later than us.
     const appHandles = process.listenerCount('SIGTERM') > 1;
-    const work = appHandles ? lifeline.forceFlush() : lifeline.shutdown();
+    const work = appHandles ? lifeline.forceFlush() : lifeline.forceFlush().then(() => lifeline.shutdown());
     void withinBudget(work, timeoutMs).then(() => {
       if (appHandles) return;
       process.off('SIGTERM', onSigterm);

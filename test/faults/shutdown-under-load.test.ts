@@ -1,0 +1,95 @@
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { Agent, request } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { freePort, ROOT } from '../support/node.js';
+import { otlpReceiver } from '../support/otlp-receiver.js';
+
+const SERVER = 2;
+
+describe('SIGTERM under load (SPEC §3, issue 6: shutdown)', () => {
+  it('readiness 503 at once, liveness 200 until exit, ended spans exported, exit within the budget', async () => {
+    const receiver = await otlpReceiver();
+    const probePort = await freePort();
+    const child = spawn(process.execPath, ['--import', 'lifeline/register', 'test/fixtures/load-service.mjs'], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        OTEL_SERVICE_NAME: 'load',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        OTEL_BSP_SCHEDULE_DELAY: '60000', // only lifeline's SIGTERM flush exports anything
+        OTEL_BSP_MAX_QUEUE_SIZE: '100000',
+        LIFELINE_PROBE_PORT: String(probePort),
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const exited = new Promise<{ signal: NodeJS.Signals | null; at: number }>((resolve) => child.once('exit', (_code, signal) => resolve({ signal, at: Date.now() })));
+    const { port } = JSON.parse(await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve))) as { port: number };
+    const agent = new Agent({ connections: 20 });
+    let completed = 0;
+    let stopLoad = false;
+    const load = Promise.all(
+      Array.from({ length: 20 }, async () => {
+        while (!stopLoad) {
+          try {
+            const response = await request(`http://127.0.0.1:${port}/`, { dispatcher: agent });
+            await response.body.text();
+            completed++;
+          } catch {
+            return; // the process is gone
+          }
+        }
+      }),
+    );
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 1_500)); // under load
+      const completedBeforeSignal = completed;
+      expect(completedBeforeSignal).toBeGreaterThan(100);
+      const signalled = Date.now();
+      child.kill('SIGTERM');
+      // Probe both until the process is gone: readiness must fail at once, liveness must never.
+      const ready: number[] = [];
+      const live: number[] = [];
+      let firstReadyMs = -1;
+      for (;;) {
+        const [r, l] = await Promise.all(
+          ['ready', 'live'].map((path) =>
+            fetch(`http://127.0.0.1:${probePort}/${path}`).then(
+              (res) => res.status,
+              () => 0,
+            ),
+          ),
+        );
+        if (r === 0 && l === 0) break;
+        if (r !== 0) {
+          ready.push(r);
+          if (firstReadyMs < 0) firstReadyMs = Date.now() - signalled;
+        }
+        if (l !== 0) live.push(l);
+      }
+      stopLoad = true;
+      const exit = await exited;
+      await load;
+      expect(ready.length).toBeGreaterThan(0);
+      expect(ready.every((s) => s === 503)).toBe(true);
+      expect(live.every((s) => s === 200)).toBe(true);
+      expect(exit.signal).toBe('SIGTERM');
+      expect(exit.at - signalled).toBeLessThan(5_000 + 1_000); // shutdownTimeoutMs + margin
+      // The service's own server spans (its in-process upstream has server spans too).
+      const serverSpans = receiver.spans.filter((s) => s.service === 'load' && s.kind === SERVER && (s.attributes['server.port'] ?? s.attributes['net.host.port']) === port).length;
+      // Every request answered before the signal had ended its span: all of those were exported.
+      expect(serverSpans).toBeGreaterThanOrEqual(completedBeforeSignal);
+      // Requests answered during the flush itself can end after the exporter's last batch left.
+      const lost = Math.max(0, completed - serverSpans);
+      console.log(
+        `shutdown under load: ${completedBeforeSignal} requests before SIGTERM, ${completed} answered in all, ${serverSpans} server spans exported (${lost} answered during the final flush and not exported); readiness 503 after ${firstReadyMs} ms; exit after ${exit.at - signalled} ms; ${ready.length} readiness and ${live.length} liveness probes during shutdown`,
+      );
+    } finally {
+      stopLoad = true;
+      child.kill('SIGKILL');
+      await agent.close();
+      await receiver.close();
+    }
+  }, 60_000);
+});
