@@ -20,13 +20,13 @@ export function jaegerBinary() {
  * a `base` to move every port (base+0 OTLP gRPC, +1 OTLP HTTP, +2 query HTTP, +3 query gRPC,
  * +4 Jaeger's own OTLP gRPC). Resolves once both are accepting; `stop()` ends both.
  */
-export async function startLocalStack({ base, log = false } = {}) {
+export async function startLocalStack({ base, log = false, collectorHost = '127.0.0.1' } = {}) {
   const ports = base === undefined ? { grpc: 4317, http: 4318, query: 16686, queryGrpc: 16685, store: 24317 } : { grpc: base, http: base + 1, query: base + 2, queryGrpc: base + 3, store: base + 4 };
   const binary = jaegerBinary();
   const env = {
     ...process.env,
-    COLLECTOR_OTLP_GRPC_ENDPOINT: `127.0.0.1:${ports.grpc}`,
-    COLLECTOR_OTLP_HTTP_ENDPOINT: `127.0.0.1:${ports.http}`,
+    COLLECTOR_OTLP_GRPC_ENDPOINT: `${collectorHost}:${ports.grpc}`,
+    COLLECTOR_OTLP_HTTP_ENDPOINT: `${collectorHost}:${ports.http}`,
     COLLECTOR_BATCH_TIMEOUT: '200ms',
     JAEGER_QUERY_HTTP_ENDPOINT: `127.0.0.1:${ports.query}`,
     JAEGER_QUERY_GRPC_ENDPOINT: `127.0.0.1:${ports.queryGrpc}`,
@@ -47,38 +47,48 @@ export async function startLocalStack({ base, log = false } = {}) {
     children.push(store);
     await waitForPort(ports.store, store, 'jaeger (store)');
     await waitForPort(ports.query, store, 'jaeger (query)');
-    const collector = spawn(binary, ['--config', `${HERE}config.yaml`], { env, stdio });
-    children.push(collector);
-    await waitForPort(ports.http, collector, 'collector');
+    await startCollector();
   } catch (err) {
     await stop();
     throw err;
   }
+  async function startCollector() {
+    const collector = spawn(binary, ['--config', `${HERE}config.yaml`], { env, stdio });
+    children[1] = collector;
+    await waitForPort(ports.http, collector, 'collector', 60_000, collectorHost);
+  }
   return {
-    otlpHttpEndpoint: `http://127.0.0.1:${ports.http}`,
-    otlpGrpcEndpoint: `http://127.0.0.1:${ports.grpc}`,
+    otlpHttpEndpoint: `http://${collectorHost}:${ports.http}`,
+    otlpGrpcEndpoint: `http://${collectorHost}:${ports.grpc}`,
     queryUrl: `http://127.0.0.1:${ports.query}`,
-    /** The collector process, for fault tests that kill and restart it. */
-    collector: children[1],
+    /** Kills the collector at once (SIGKILL), as a crash would; Jaeger keeps running. */
+    killCollector: () => new Promise((resolve) => {
+      const collector = children[1];
+      if (collector.exitCode !== null || collector.signalCode !== null) return resolve();
+      collector.once('exit', resolve);
+      collector.kill('SIGKILL');
+    }),
+    /** Starts the collector again after killCollector(). */
+    restartCollector: startCollector,
     stop,
   };
 }
 
-async function waitForPort(port, child, name, timeoutMs = 60_000) {
+async function waitForPort(port, child, name, timeoutMs = 60_000, host = '127.0.0.1') {
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (chunk) => { stderr = (stderr + chunk).slice(-4_000); });
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}: ${stderr}`);
-    if (await accepts(port)) return;
+    if (await accepts(port, host)) return;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new Error(`${name} did not listen on ${port} within ${timeoutMs} ms: ${stderr}`);
 }
 
-function accepts(port) {
+function accepts(port, host) {
   return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
+    const socket = connect(port, host);
     socket.once('connect', () => { socket.destroy(); resolve(true); });
     socket.once('error', () => resolve(false));
   });

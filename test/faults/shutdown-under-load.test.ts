@@ -53,7 +53,7 @@ describe('SIGTERM under load (SPEC §3, issue 6: shutdown)', () => {
       const live: number[] = [];
       let firstReadyMs = -1;
       for (;;) {
-        const [r, l] = await Promise.all(
+        const [r = 0, l = 0] = await Promise.all(
           ['ready', 'live'].map((path) =>
             fetch(`http://127.0.0.1:${probePort}/${path}`).then(
               (res) => res.status,
