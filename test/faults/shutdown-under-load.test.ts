@@ -24,7 +24,7 @@ describe('SIGTERM under load (SPEC §3, issue 6: shutdown)', () => {
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    const exited = new Promise<{ signal: NodeJS.Signals | null; at: number }>((resolve) => child.once('exit', (_code, signal) => resolve({ signal, at: Date.now() })));
+    const exited = new Promise<{ signal: NodeJS.Signals | null; at: number }>((resolve) => child.once('exit', (_code, signal) => { resolve({ signal, at: Date.now() }); }));
     const { port } = JSON.parse(await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve))) as { port: number };
     const agent = new Agent({ connections: 20 });
     let completed = 0;
