@@ -5,7 +5,7 @@ export default defineConfig({
   test: {
     include: ['test/faults/**/*.test.ts'],
     testTimeout: 60_000,
-    hookTimeout: 60_000,
+    hookTimeout: 900_000, // a first Jaeger build (collector faults) takes minutes
     fileParallelism: false,
   },
 });
