@@ -1,3 +1,4 @@
+import { appendFileSync } from 'node:fs';
 /** Helpers shared by the benchmarks: repeated timing, medians, and a markdown-ish report. */
 
 export interface Sample {
@@ -41,8 +42,10 @@ export function fixed(value: number, digits = 3): string {
   return Number.isFinite(value) ? value.toFixed(digits) : String(value);
 }
 
-/** Prints a markdown table. */
+/** Prints a markdown table (and, under `npm run bench`, records it for the JSON report). */
 export function table(header: readonly string[], rows: readonly (readonly string[])[]): void {
+  const jsonPath = process.env.BENCH_JSON;
+  if (jsonPath !== undefined) appendFileSync(jsonPath, `${JSON.stringify({ bench: process.env.BENCH_NAME, header, rows })}\n`);
   console.log(`| ${header.join(' | ')} |`);
   console.log(`|${header.map(() => '---').join('|')}|`);
   for (const row of rows) console.log(`| ${row.join(' | ')} |`);

@@ -1,0 +1,30 @@
+// One probe server for bench/probe-servers, in a process of its own, all in the same state: one
+// component, live and ready. KIND = lifeline | lightship | terminus. Prints {"port":N,"path":P}.
+import { createServer } from 'node:http';
+
+const kind = process.env.KIND;
+if (kind === 'lifeline') {
+  const { Health, startProbeServer } = await import('lifeline');
+  const health = new Health({ interval: 3_600_000 });
+  health.registerLiveness('worker').take();
+  health.check();
+  const probe = await startProbeServer({ health, port: 0 });
+  report(probe.port);
+} else if (kind === 'lightship') {
+  const { createLightship } = await import('lightship');
+  const lightship = await createLightship({ detectKubernetes: false, port: 0, signals: [] });
+  lightship.signalReady();
+  report(lightship.server.address().port);
+} else if (kind === 'terminus') {
+  const { createTerminus } = await import('@godaddy/terminus');
+  const server = createServer((_req, res) => res.end('app'));
+  createTerminus(server, { healthChecks: { '/live': async () => ({ worker: 'ok' }) }, signals: [] });
+  server.listen(0, '127.0.0.1', () => report(server.address().port));
+} else {
+  throw new Error(`unknown KIND ${kind}`);
+}
+
+function report(port) {
+  process.stdout.write(`${JSON.stringify({ port, path: '/live' })}\n`);
+  setInterval(() => undefined, 60_000); // lifeline's probe socket is unref-ed: stay up until killed
+}
