@@ -1,9 +1,10 @@
 /**
  * lifeline: liveness probes that stay honest and deadlines that reach every remote call,
- * on OpenTelemetry. This entry depends on `@opentelemetry/api` only and changes no global on import.
+ * on OpenTelemetry. Among OpenTelemetry packages this entry depends on the API (and the
+ * AsyncLocalStorage context manager) only, never on the SDK; importing it changes no global.
  * @packageDocumentation
  */
-import { readEnvConfig } from './config/index.js';
+import { healthIntervalFromEnv } from './config/index.js';
 import { Health } from './health/index.js';
 
 export { LifelineError, type LifelineErrorCode } from './errors/index.js';
@@ -47,7 +48,7 @@ export { type DeadlinePolicyOptions, type DeadlineRule, type RuleValue } from '.
 export { deadlineInterceptor, installDeadlineDispatcher, type DeadlineDispatcherOptions, type InstalledDeadlineDispatcher } from './undici/index.js';
 export type { Logger } from './log/index.js';
 
-const { healthIntervalMs } = readEnvConfig();
+const healthIntervalMs = healthIntervalFromEnv();
 
 /**
  * The process-wide catalog. It starts no timer until a component registers. Its interval is

@@ -7,6 +7,7 @@ const UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000
 export function parseDuration(text: string): number | undefined {
   const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
   if (match === null) return undefined;
-  const ms = Number(match[1]) * (UNITS[match[2] ?? 's'] ?? 1_000);
-  return ms > 0 && Number.isFinite(ms) ? ms : undefined;
+  // Whole ms, within what a timer can wait (AbortSignal.timeout takes a 32-bit count).
+  const ms = Math.ceil(Number(match[1]) * (UNITS[match[2] ?? 's'] ?? 1_000));
+  return ms > 0 && ms <= 2_147_483_647 ? ms : undefined;
 }

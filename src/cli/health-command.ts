@@ -64,7 +64,7 @@ export async function healthCommand(args: readonly string[], io: CommandIO): Pro
   let body: ProbeBody;
   try {
     const response = await fetch(target, { signal: AbortSignal.timeout(timeoutMs), headers: { accept: 'application/json' } });
-    const text = await response.text();
+    const text = await readAtMost(response, 1 << 20);
     const decoded = (response.status === 200 || response.status === 503) && decodeBody(text);
     if (!decoded) {
       io.stderr.write(`lifeline health: unexpected answer from ${target.href}: HTTP ${response.status}\n`);
@@ -79,6 +79,25 @@ export async function healthCommand(args: readonly string[], io: CommandIO): Pro
   if (parsed.json) io.stdout.write(`${JSON.stringify(body)}\n`);
   else io.stdout.write(formatText(body, io.stdout));
   return body.status === 'pass' ? EXIT_PASS : EXIT_FAIL;
+}
+
+/** The body as text, cut at `max` bytes: a probe answer is small, a hostile server's need not be. */
+async function readAtMost(response: Response, max: number): Promise<string> {
+  const reader = response.body?.getReader();
+  if (reader === undefined) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = (await reader.read()) as { done: boolean; value?: Uint8Array };
+    if (done || value === undefined) break;
+    chunks.push(value);
+    size += value.byteLength;
+    if (size > max) {
+      await reader.cancel();
+      break;
+    }
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function formatText(body: ProbeBody, stream: CommandIO['stdout']): string {
@@ -115,7 +134,13 @@ function decodeBody(text: string): ProbeBody | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const { status, healthy, unhealthy } = value as Record<string, unknown>;
   if ((status !== 'pass' && status !== 'fail') || !isNames(healthy) || !isNames(unhealthy)) return undefined;
-  return { status, healthy: [...healthy].sort(), unhealthy: [...unhealthy].sort() };
+  return { status, healthy: healthy.map(printable).sort(), unhealthy: unhealthy.map(printable).sort() };
+}
+
+/** A name without control characters: a hostile server must not drive the user's terminal. */
+function printable(name: string): string {
+  // eslint-disable-next-line no-control-regex
+  return name.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
 }
 
 function isNames(value: unknown): value is string[] {

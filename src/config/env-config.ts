@@ -18,18 +18,26 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
  */
 export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
   const port = integer(env, 'LIFELINE_PROBE_PORT', 0, 65_535);
-  const host = text(env, 'LIFELINE_PROBE_HOST');
-  const healthIntervalMs = integer(env, 'LIFELINE_HEALTH_INTERVAL_MS', 1, 86_400_000);
+  const probeHost = host(env, 'LIFELINE_PROBE_HOST');
+  const healthIntervalMs = healthIntervalFromEnv(env);
   const defaultTimeoutMs = integer(env, 'LIFELINE_DEFAULT_TIMEOUT_MS', 1, 86_400_000);
-  const diagnosticsLog = oneOf(env, 'LIFELINE_DIAGNOSTICS_LOG', ['debug', 'info'] as const);
-  const logLevel = oneOf(env, 'LIFELINE_LOG_LEVEL', LOG_LEVELS);
+  const diagnosticsLog = oneOfEnv(env, 'LIFELINE_DIAGNOSTICS_LOG', ['debug', 'info'] as const);
+  const logLevel = oneOfEnv(env, 'LIFELINE_LOG_LEVEL', LOG_LEVELS);
   return {
-    probe: port === 0 ? false : { ...(port === undefined ? {} : { port }), ...(host === undefined ? {} : { host }) },
+    probe: port === 0 ? false : { ...(port === undefined ? {} : { port }), ...(probeHost === undefined ? {} : { host: probeHost }) },
     ...(healthIntervalMs === undefined ? {} : { healthIntervalMs }),
     ...(defaultTimeoutMs === undefined ? {} : { defaultTimeoutMs }),
     ...(diagnosticsLog === undefined ? {} : { diagnosticsLog }),
     ...(logLevel === undefined ? {} : { logLevel }),
   };
+}
+
+/**
+ * `LIFELINE_HEALTH_INTERVAL_MS` alone: the one setting the core entry reads (for the process-wide
+ * catalog), so that importing lifeline never fails on a setting only register mode uses.
+ */
+export function healthIntervalFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  return integer(env, 'LIFELINE_HEALTH_INTERVAL_MS', 1, 86_400_000);
 }
 
 function raw(env: NodeJS.ProcessEnv, name: string): string | undefined {
@@ -45,11 +53,13 @@ function integer(env: NodeJS.ProcessEnv, name: string, min: number, max: number)
   return n;
 }
 
-function text(env: NodeJS.ProcessEnv, name: string): string | undefined {
-  return raw(env, name);
+function host(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const value = raw(env, name);
+  if (value !== undefined && !/^[A-Za-z0-9.:_-]+$/.test(value)) throw invalidEnv(name, value, 'a host name or an IP address');
+  return value;
 }
 
-function oneOf<T extends string>(env: NodeJS.ProcessEnv, name: string, allowed: readonly T[]): T | undefined {
+function oneOfEnv<T extends string>(env: NodeJS.ProcessEnv, name: string, allowed: readonly T[]): T | undefined {
   const value = raw(env, name);
   if (value === undefined) return undefined;
   if (!(allowed as readonly string[]).includes(value)) throw invalidEnv(name, value, `one of ${allowed.join(', ')}`);

@@ -1,1 +1,1 @@
-export { readEnvConfig, type EnvConfig } from './env-config.js';
+export { healthIntervalFromEnv, readEnvConfig, type EnvConfig } from './env-config.js';

@@ -20,6 +20,8 @@ export interface Deadline {
 }
 
 const DEADLINE_KEY = createContextKey('lifeline.deadline');
+/** The last instant a `Date` can hold: deadlines beyond it cannot be formatted or compared sanely. */
+export const MAX_DEADLINE_MS = 8.64e15;
 // setTimeout overflows above 2^31-1 ms and fires at once; longer waits re-arm in steps.
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -95,7 +97,7 @@ export function currentDeadline(): Deadline | undefined {
  */
 export function withDeadline<T>(at: number | Date, fn: () => T): T {
   const ms = at instanceof Date ? at.getTime() : at;
-  if (typeof ms !== 'number' || !Number.isFinite(ms)) throw invalidOption('deadline', at, 'a finite epoch-ms number or a valid Date');
+  if (typeof ms !== 'number' || !(Math.abs(ms) <= MAX_DEADLINE_MS)) throw invalidOption('deadline', at, 'an epoch-ms number or a valid Date');
   return runWithDeadline(ms, 'scope', fn);
 }
 
@@ -104,8 +106,9 @@ export function withDeadline<T>(at: number | Date, fn: () => T): T {
  * @throws LifelineError `ERR_INVALID_OPTION` when `ms` is negative or not finite.
  */
 export function withTimeout<T>(ms: number, fn: () => T): T {
-  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) throw invalidOption('timeout', ms, 'a finite number of ms >= 0');
-  return runWithDeadline(Date.now() + ms, 'scope', fn);
+  const now = Date.now();
+  if (typeof ms !== 'number' || !(ms >= 0 && now + ms <= MAX_DEADLINE_MS)) throw invalidOption('timeout', ms, 'a number of ms >= 0 ending within the range of a Date');
+  return runWithDeadline(now + ms, 'scope', fn);
 }
 
 function runWithDeadline<T>(at: number, source: DeadlineSource, fn: () => T): T {
@@ -126,29 +129,40 @@ const FULFILLED: Settlement = { failed: false };
 
 /**
  * Calls `run`, then `done` once its result has settled: at once for a plain value or a throw, after
- * the promise for a thenable. Returns the result unchanged: the same value, rejection or throw.
+ * the promise for a thenable. Returns the same value, rejection or throw. A thenable that is not a
+ * native promise (a lazy query builder runs on every `.then`) is adopted once into a promise, and
+ * that promise is returned, so its work runs once. `done` must not disturb the caller's result:
+ * whatever it throws is dropped.
  */
 export function runThenSettle<T>(run: () => T, done: (settlement: Settlement) => void): T {
+  const safeDone = (settlement: Settlement): void => {
+    try {
+      done(settlement);
+    } catch {
+      // bookkeeping failed; the user's result matters more
+    }
+  };
   let result: T;
   try {
     result = run();
   } catch (error) {
-    done({ failed: true, error });
+    safeDone({ failed: true, error });
     throw error;
   }
-  if (isThenable(result)) {
-    result.then(
-      () => {
-        done(FULFILLED);
-      },
-      (error: unknown) => {
-        done({ failed: true, error });
-      },
-    );
+  if (!isThenable(result)) {
+    safeDone(FULFILLED);
     return result;
   }
-  done(FULFILLED);
-  return result;
+  const promise = Promise.resolve(result);
+  promise.then(
+    () => {
+      safeDone(FULFILLED);
+    },
+    (error: unknown) => {
+      safeDone({ failed: true, error });
+    },
+  );
+  return promise as T;
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

@@ -9,6 +9,6 @@ export {
   contextWithDeadline,
   deadlineOf,
   runThenSettle,
-  type Settlement,
+  MAX_DEADLINE_MS,
 } from './deadline.js';
 export { ensureContextManager } from './context-manager.js';

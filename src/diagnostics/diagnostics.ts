@@ -36,7 +36,6 @@ export interface DiagnosticsOptions {
   log?: 'debug' | 'info';
 }
 
-/** Attributes worth showing for a stuck span: what it calls, where, and for which tick. */
 /** Snapshot spans exported per verdict at most: enough to show stuck work, not a flood. */
 const MAX_SNAPSHOT_SPANS = 256;
 /**
@@ -46,6 +45,7 @@ const MAX_SNAPSHOT_SPANS = 256;
 const MAX_TREE_NODES = 1_000;
 const MAX_STACKS = 256;
 
+/** Attributes worth showing for a stuck span: what it calls, where, and for which tick. */
 const KEY_ATTRIBUTES = [
   'http.request.method',
   'url.full',
@@ -102,6 +102,7 @@ export class Diagnostics implements HealthDiagnostics {
     if (!due) return;
     this.#lastEmit = now;
     this.#emit(this.snapshot(unhealthy));
+    this.#process.resetDelay();
   }
 
   snapshot(unhealthy: readonly DiagnosedComponent[]): DiagnosticSnapshot {

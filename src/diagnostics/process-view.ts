@@ -27,10 +27,16 @@ export class ProcessView {
     this.#histogram = undefined;
   }
 
+  /** Event-loop delay since the previous diagnostic (or since sampling started). */
   eventLoopDelayMs(): { p50: number; p99: number; max: number } {
     const h = this.#histogram;
     if (h === undefined || h.count === 0) return { p50: 0, p99: 0, max: 0 };
     return { p50: round(h.percentile(50) / 1e6), p99: round(h.percentile(99) / 1e6), max: round(h.max / 1e6) };
+  }
+
+  /** Starts a new delay window, so the next diagnostic reports recent delay, not start-up's. */
+  resetDelay(): void {
+    this.#histogram?.reset();
   }
 
   /** libuv's active handles: TCP sockets with their endpoints, timers with when they fire. */

@@ -54,6 +54,14 @@ export class Redactor {
         changed = true;
       }
     }
+    // OAuth implicit flows put tokens in the fragment: #access_token=…
+    if (url.hash.includes('=')) {
+      const fragment = this.query(url.hash.slice(1));
+      if (fragment !== url.hash.slice(1)) {
+        url.hash = fragment;
+        changed = true;
+      }
+    }
     if (!changed) return text;
     return relative ? `${url.pathname}${url.search}${url.hash}` : url.toString();
   }
@@ -77,7 +85,9 @@ export class Redactor {
     // Runs on every attribute of every span: cheap checks first, parsing only when a secret may be there.
     if (key.startsWith('http.request.header.') || key.startsWith('http.response.header.')) {
       const header = key.slice(key.indexOf('.header.') + 8).toLowerCase().replace(/_/g, '-');
-      return this.#headers.includes(header) ? (Array.isArray(value) ? value.map(() => REDACTED) : REDACTED) : undefined;
+      // Listed headers, and any header named like a secret (x-auth-token, x-goog-api-key, …).
+      const secret = this.#headers.includes(header) || this.#sensitiveKey(header);
+      return secret ? (Array.isArray(value) ? value.map(() => REDACTED) : REDACTED) : undefined;
     }
     if (typeof value !== 'string') return undefined;
     if (URL_KEYS.has(key)) return value.includes('@') || this.#mayHoldSecretQuery(value) ? changedOrUndefined(value, this.url(value)) : undefined;
@@ -98,11 +108,9 @@ export class Redactor {
       .replace(this.#pair, (match: string, key: string, separator: string, secret: string) => (secret === REDACTED || /^(bearer|basic)$/i.test(secret) ? match : `${key}${separator}${REDACTED}`));
   }
 
-  /** A cheap pre-check: a query that names no sensitive key needs no parsing. */
+  /** A cheap pre-check: text that names no sensitive key needs no parsing. */
   #mayHoldSecretQuery(value: string): boolean {
-    const query = value.indexOf('?');
-    if (query === -1 && value.includes('/')) return false;
-    const lower = value.slice(query + 1).toLowerCase();
+    const lower = value.toLowerCase();
     return this.#queryKeys.some((k) => lower.includes(k));
   }
 

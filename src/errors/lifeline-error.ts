@@ -4,7 +4,8 @@ export type LifelineErrorCode =
   | 'ERR_DUPLICATE_COMPONENT'
   | 'ERR_NOT_REGISTERED'
   | 'ERR_CLOSED'
-  | 'ERR_TICK_ALREADY_RUN';
+  | 'ERR_TICK_ALREADY_RUN'
+  | 'ERR_ALREADY_STARTED';
 
 /** The error lifeline throws for misuse of its API; `code` says which misuse. */
 export class LifelineError extends Error {

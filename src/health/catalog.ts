@@ -2,6 +2,7 @@ import { trace, type TracerProvider, type Tracer } from '@opentelemetry/api';
 import { ensureContextManager } from '../deadline/index.js';
 import { Diagnostics, type DiagnosedComponent, type DiagnosticSnapshot, type DiagnosticsOptions, type HealthDiagnostics } from '../diagnostics/index.js';
 import { invalidOption, LifelineError } from '../errors/index.js';
+import { defaultLogger } from '../log/index.js';
 import { SCOPE_NAME } from '../semconv/index.js';
 import { ComponentHandle } from './component.js';
 import type { ComponentProbe } from './tick.js';
@@ -154,7 +155,12 @@ export class Health {
     }
     this.#lastRound = now;
     if (changed) this.#verdicts = {};
-    this.#diagnostics.onRound(turned, turned.length > 0 || this.#hasUnhealthy() ? this.#unhealthyComponents() : []);
+    try {
+      this.#diagnostics.onRound(turned, turned.length > 0 || this.#hasUnhealthy() ? this.#unhealthyComponents() : []);
+    } catch (error) {
+      // Explaining a verdict must never take down the process whose liveness it reports.
+      defaultLogger().info({ err: error instanceof Error ? error.message : typeof error }, 'lifeline: diagnostics failed');
+    }
   }
 
   /** Stops the timer and closes every handle; pending `next()` calls settle. Idempotent. */

@@ -35,7 +35,11 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
   readonly #tracer: Tracer;
   readonly #onDeregister: (component: ComponentHandle) => void;
   readonly #buffer: BufferedTick[] = [];
-  readonly #waiters: ((tick: Tick | undefined) => void)[] = [];
+  /** One promise shared by every pending `next()`: abandoned calls cannot pile up. */
+  #pending: Promise<Tick | undefined> | undefined;
+  #resolvePending: ((tick: Tick | undefined) => void) | undefined;
+  /** Pending `next()` calls still interested in a tick (those with an aborted signal are not). */
+  #waiting = 0;
   #healthy = false;
   #seq = 0;
   #current: Tick | undefined;
@@ -78,9 +82,8 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
     const before = this.#healthy;
     if (this.#buffer.length < this.#bufferSize) {
       this.#healthy = true;
-      const waiter = this.#waiters.shift();
-      if (waiter === undefined) this.#buffer.push({ issuedAt, deadline });
-      else waiter(this.#issue({ issuedAt, deadline }));
+      if (this.#waiting > 0) this.#settlePending(this.#issue({ issuedAt, deadline }));
+      else this.#buffer.push({ issuedAt, deadline });
     } else {
       this.#healthy = false;
     }
@@ -94,11 +97,31 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
     return buffered === undefined ? undefined : this.#issue(buffered);
   }
 
-  /** The next tick, waiting for one if none is buffered; `undefined` once the handle is closed. */
-  next(): Promise<Tick | undefined> {
+  /**
+   * The next tick, waiting for one if none is buffered; `undefined` once the handle is closed or
+   * `signal` aborts. Concurrent calls share one tick: a component takes ticks from one loop.
+   */
+  next(options: { signal?: AbortSignal } = {}): Promise<Tick | undefined> {
     const tick = this.take();
-    if (tick !== undefined || this.#closed) return Promise.resolve(tick);
-    return new Promise((resolve) => this.#waiters.push(resolve));
+    const { signal } = options;
+    if (tick !== undefined || this.#closed || signal?.aborted === true) return Promise.resolve(tick);
+    this.#pending ??= new Promise((resolve) => {
+      this.#resolvePending = resolve;
+    });
+    const pending = this.#pending;
+    this.#waiting++;
+    if (signal === undefined) return pending;
+    return new Promise((resolve) => {
+      const onAbort = (): void => {
+        this.#waiting--;
+        resolve(undefined);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      void pending.then((delivered) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(delivered);
+      });
+    });
   }
 
   /** Ticks as they come; ends when the handle is deregistered or the catalog closed. */
@@ -133,9 +156,17 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
     if (this.#closed) return;
     this.#closed = true;
     this.#buffer.length = 0;
-    for (const waiter of this.#waiters.splice(0)) waiter(undefined);
+    this.#settlePending(undefined);
     this.#current?.retire();
     this.#current = undefined;
+  }
+
+  #settlePending(tick: Tick | undefined): void {
+    const resolve = this.#resolvePending;
+    this.#pending = undefined;
+    this.#resolvePending = undefined;
+    this.#waiting = 0;
+    resolve?.(tick);
   }
 
   #issue(buffered: BufferedTick): Tick {

@@ -95,9 +95,9 @@ export class Tick {
       () => context.with(ctx, fn),
       (settlement) => {
         if (settlement.failed) {
-          const error = settlement.error;
-          this.#span.recordException(error instanceof Error ? error : String(error));
-          this.#span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+          const message = describeError(settlement.error);
+          this.#span.recordException(settlement.error instanceof Error ? settlement.error : message);
+          this.#span.setStatus({ code: SpanStatusCode.ERROR, message });
         }
         this.#end();
       },
@@ -119,5 +119,15 @@ export class Tick {
       this.#span.setStatus({ code: SpanStatusCode.ERROR, message: 'deadline exceeded' });
     }
     this.#span.end(now);
+  }
+}
+
+/** A thrown value as text, whatever it is (`String(Object.create(null))` throws). */
+function describeError(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  try {
+    return String(error);
+  } catch {
+    return typeof error;
   }
 }

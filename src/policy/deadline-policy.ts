@@ -26,7 +26,7 @@ export type RequestAttributes = Readonly<Record<string, string | number>>;
 
 const MATCHABLE = new Set(['server.address', 'server.port', 'http.request.method', 'url.scheme', 'url.path']);
 
-/** A validated policy: `timeoutFor` answers the budget a call gets from the rules, if any. */
+/** A validated policy: `ruleTimeout` and `defaultTimeoutMs` give the budget a call gets, if any. */
 export class DeadlinePolicy {
   readonly #rules: readonly DeadlineRule[];
   readonly #defaultTimeoutMs: number | undefined;
@@ -36,7 +36,7 @@ export class DeadlinePolicy {
     const given: unknown = policy; // checked as what callers may really pass, not as what the type says
     if (!Array.isArray(given)) throw invalidOption('policy', policy, 'an array of rules');
     policy.forEach(validateRule);
-    if (defaultTimeoutMs !== undefined && !isBudget(defaultTimeoutMs)) throw invalidOption('defaultTimeoutMs', defaultTimeoutMs, 'a finite number of ms > 0');
+    if (defaultTimeoutMs !== undefined && !isBudget(defaultTimeoutMs)) throw invalidOption('defaultTimeoutMs', defaultTimeoutMs, 'a number of ms > 0 (at most 1e15)');
     this.#rules = policy.map((rule) => ({
       match: Object.fromEntries(Object.entries<RuleValue>(rule.match).map(([key, value]) => [key, stateless(value)])),
       timeoutMs: rule.timeoutMs,
@@ -82,7 +82,7 @@ function validateRule(rule: unknown, index: number): void {
   const at = `policy[${index}]`;
   if (typeof rule !== 'object' || rule === null) throw invalidOption(at, rule, 'a rule { match, timeoutMs }');
   const { match, timeoutMs } = rule as { match?: unknown; timeoutMs?: unknown };
-  if (!isBudget(timeoutMs)) throw invalidOption(`${at}.timeoutMs`, timeoutMs, 'a finite number of ms > 0');
+  if (!isBudget(timeoutMs)) throw invalidOption(`${at}.timeoutMs`, timeoutMs, 'a number of ms > 0 (at most 1e15)');
   if (typeof match !== 'object' || match === null || Object.keys(match).length === 0) throw invalidOption(`${at}.match`, match, 'an object with at least one attribute');
   for (const [key, value] of Object.entries(match as Record<string, unknown>)) {
     if (!MATCHABLE.has(key)) throw invalidOption(`${at}.match key`, key, [...MATCHABLE].join(', '));
@@ -90,6 +90,9 @@ function validateRule(rule: unknown, index: number): void {
   }
 }
 
+/** A budget a Date can still hold once added to now (about 31,700 years is plenty). */
+const MAX_BUDGET_MS = 1e15;
+
 function isBudget(value: unknown): value is number {
-  return typeof value === 'number' && Number.isFinite(value) && value > 0;
+  return typeof value === 'number' && value > 0 && value <= MAX_BUDGET_MS;
 }

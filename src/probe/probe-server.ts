@@ -111,7 +111,8 @@ function answer(
   const url = req.url ?? '/';
   const query = url.indexOf('?');
   const path = query === -1 ? url : url.slice(0, query);
-  if (path === DEBUG_DIAGNOSTICS && debugDiagnostics) {
+  // Not even its existence is shown to a client that is not on this machine.
+  if (path === DEBUG_DIAGNOSTICS && debugDiagnostics && isLoopback(req.socket.remoteAddress)) {
     answerDiagnostics(health, req, res);
     return;
   }
@@ -126,15 +127,24 @@ function answer(
   if (!status.ok) logFailure(probe, status.unhealthy);
 }
 
-/** The dump names hosts, ports and code locations: only a client on this machine may read it. */
+/**
+ * The dump names hosts, ports and code locations: only a client on this machine may read it. A
+ * snapshot (which reads `process.report`) is reused for a second, so polling cannot stall the loop.
+ */
 function answerDiagnostics(health: Health, req: IncomingMessage, res: ServerResponse): void {
-  if (!isLoopback(req.socket.remoteAddress)) {
-    send(req, res, 403, { error: 'forbidden' });
-    return;
-  }
   if (!readOnly(req, res)) return;
-  send(req, res, 200, health.diagnose());
+  const now = Date.now();
+  try {
+    const cached = snapshots.get(health);
+    const snapshot = cached !== undefined && now - cached.at < 1_000 ? cached.snapshot : health.diagnose();
+    snapshots.set(health, { at: cached !== undefined && cached.snapshot === snapshot ? cached.at : now, snapshot });
+    send(req, res, 200, snapshot);
+  } catch {
+    send(req, res, 500, { error: 'diagnostics failed' });
+  }
 }
+
+const snapshots = new WeakMap<Health, { at: number; snapshot: object }>();
 
 /** Only GET and HEAD are served; anything else gets 405 here. Returns whether to go on. */
 function readOnly(req: IncomingMessage, res: ServerResponse): boolean {
@@ -144,7 +154,10 @@ function readOnly(req: IncomingMessage, res: ServerResponse): boolean {
   return false;
 }
 
-/** True for 127.0.0.0/8, ::1 and their IPv4-mapped forms. */
+/**
+ * True for 127.0.0.0/8, ::1 and their IPv4-mapped forms. Note that in a Kubernetes pod every
+ * container, and a service-mesh sidecar forwarding outside traffic, is "loopback" too.
+ */
 export function isLoopback(address: string | undefined): boolean {
   if (address === undefined) return false;
   const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;

@@ -52,5 +52,9 @@ export class DeadlineSpanProcessor implements SpanProcessor {
 
 function endedByDeadline(span: Span): boolean {
   if (span.attributes[ATTR_ERROR_TYPE] === DEADLINE_ERROR_CODE) return true;
-  return span.events.some((event) => event.name === 'exception' && event.attributes?.['exception.type'] === 'DeadlineExceededError');
+  // recordException names the type by the error's `code` when it has one, else by its `name`.
+  return span.events.some((event) => {
+    const type = event.name === 'exception' ? event.attributes?.['exception.type'] : undefined;
+    return type === DEADLINE_ERROR_CODE || type === 'DeadlineExceededError';
+  });
 }

@@ -25,7 +25,7 @@ export class DeadlinePropagator implements TextMapPropagator {
 
   constructor(options: DeadlinePropagatorOptions = {}) {
     const { maxInboundMs = 300_000 } = options;
-    if (typeof maxInboundMs !== 'number' || !Number.isFinite(maxInboundMs) || maxInboundMs <= 0) throw invalidOption('maxInboundMs', maxInboundMs, 'a finite number of ms > 0');
+    if (typeof maxInboundMs !== 'number' || !(maxInboundMs > 0 && maxInboundMs <= 1e12)) throw invalidOption('maxInboundMs', maxInboundMs, 'a number of ms > 0 (at most 1e12)');
     this.#maxInboundMs = maxInboundMs;
   }
 

@@ -7,6 +7,7 @@ import { UndiciInstrumentation, type UndiciInstrumentationConfig } from '@opente
 import { NodeSDK, type NodeSDKConfiguration } from '@opentelemetry/sdk-node';
 import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
 import {
+  LifelineError,
   DeadlinePropagator,
   DeadlineSpanProcessor,
   Diagnostics,
@@ -80,6 +81,20 @@ export interface Lifeline {
  * catalog. The SDK registers the global tracer provider, propagator and context manager.
  */
 export async function startLifeline(options: LifelineOptions = {}): Promise<Lifeline> {
+  // A second SDK would fight the first over the globals (and both would wait on the other's SIGTERM).
+  if (running) throw new LifelineError('ERR_ALREADY_STARTED', 'lifeline is already started in this process: shut the running one down first');
+  running = true;
+  try {
+    return await start(options);
+  } catch (err) {
+    running = false;
+    throw err;
+  }
+}
+
+let running = false;
+
+async function start(options: LifelineOptions): Promise<Lifeline> {
   const health = options.health ?? processHealth;
   const { captureStacks, maxSpans, redact, ...verdicts } = options.diagnostics ?? {};
   const inFlight = new InFlightSpanProcessor({
@@ -115,13 +130,13 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
   };
   const sdk = new NodeSDK(config);
   sdk.start();
-  health.useDiagnostics(diagnostics);
   const dispatcher: InstalledDeadlineDispatcher | undefined = options.deadlines === false ? undefined : installDeadlineDispatcher(options.deadlines);
 
   let probe: ProbeServer | undefined;
   try {
     probe = options.probe === false ? undefined : await startProbeServer({ ...options.probe, ...(options.logger ? { logger: options.logger } : {}), health });
     probePort = probe?.port;
+    health.useDiagnostics(diagnostics);
   } catch (err) {
     dispatcher?.uninstall();
     await sdk.shutdown();
@@ -139,11 +154,16 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
     shutdown: () =>
       (stopping ??= (async () => {
         process.off('SIGTERM', onSigterm);
-        // Spans first, probes last: liveness keeps answering 200 until the very end.
-        await sdk.shutdown();
-        await probe?.close();
-        health.close();
-        dispatcher?.uninstall();
+        // Spans first, probes last: liveness keeps answering 200 until the very end. Whatever
+        // the exporter does, everything else is still released.
+        try {
+          await sdk.shutdown();
+        } finally {
+          await probe?.close();
+          health.close();
+          dispatcher?.uninstall();
+          running = false;
+        }
       })()),
   };
   const timeoutMs = options.shutdownTimeoutMs ?? 5_000;

@@ -9,7 +9,10 @@ let lastPrefix = '';
  */
 export function isoTime(ms: number): string {
   const whole = Math.floor(ms);
-  if (!(whole >= 0 && whole < YEAR_10000)) return new Date(ms).toISOString();
+  if (!(whole >= 0 && whole < YEAR_10000)) {
+    const date = new Date(ms);
+    return Number.isNaN(date.getTime()) ? 'invalid' : date.toISOString(); // never throw from a span hook
+  }
   const second = Math.floor(whole / 1_000);
   if (second !== lastSecond) {
     lastPrefix = new Date(second * 1_000).toISOString().slice(0, 19);

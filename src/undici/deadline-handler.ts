@@ -6,6 +6,9 @@ import { DeadlineExceededError, type DeadlineSource } from '../deadline/index.js
 type Controller = Dispatcher.DispatchController;
 type Handler = Dispatcher.DispatchHandler;
 
+// setTimeout overflows above 2^31-1 ms and fires at once; longer waits re-arm in steps.
+const MAX_TIMER_MS = 2_147_483_647;
+
 /** Hands a handler, at dispatch, a way to take its request out of a dispatcher's queue. */
 export type QueuedAbortHook = (cancel: (reason: Error) => void) => void;
 
@@ -42,8 +45,14 @@ export class DeadlineHandler implements Handler {
       () => {
         this.#expire();
       },
-      Math.max(0, this.#at - Date.now()),
+      Math.min(MAX_TIMER_MS, Math.max(0, this.#at - Date.now())),
     ).unref();
+  }
+
+  /** The dispatch threw synchronously: the caller already has the error, the timer must go. */
+  disarm(): void {
+    this.#settle();
+    this.#reported = true;
   }
 
   /** The hook to put in the dispatch options: remembers how to cancel the queued request. */
@@ -61,22 +70,23 @@ export class DeadlineHandler implements Handler {
     this.#inner.onRequestStart?.(controller, context);
   }
 
+  // Once the caller was told about the deadline, nothing undici reports later reaches it.
   onRequestUpgrade(controller: Controller, statusCode: number, headers: IncomingHttpHeaders, socket: Duplex): void {
     this.#settle();
-    this.#inner.onRequestUpgrade?.(controller, statusCode, headers, socket);
+    if (!this.#reported) this.#inner.onRequestUpgrade?.(controller, statusCode, headers, socket);
   }
 
   onResponseStart(controller: Controller, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
-    this.#inner.onResponseStart?.(controller, statusCode, headers, statusMessage);
+    if (!this.#reported) this.#inner.onResponseStart?.(controller, statusCode, headers, statusMessage);
   }
 
   onResponseData(controller: Controller, chunk: Buffer): void {
-    this.#inner.onResponseData?.(controller, chunk);
+    if (!this.#reported) this.#inner.onResponseData?.(controller, chunk);
   }
 
   onResponseEnd(controller: Controller, trailers: IncomingHttpHeaders): void {
     this.#settle();
-    this.#inner.onResponseEnd?.(controller, trailers);
+    if (!this.#reported) this.#inner.onResponseEnd?.(controller, trailers);
   }
 
   onResponseError(controller: Controller, error: Error): void {
@@ -92,7 +102,7 @@ export class DeadlineHandler implements Handler {
     if (early > 0) {
       this.#timer = setTimeout(() => {
         this.#expire();
-      }, early).unref();
+      }, Math.min(MAX_TIMER_MS, early)).unref();
       return;
     }
     this.#timer = undefined;

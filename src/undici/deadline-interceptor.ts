@@ -50,10 +50,15 @@ export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispat
       const deadlineHandler = new DeadlineHandler(handler, at, source);
       const dispatchOpts = kQueuedAbort === undefined ? opts : { ...opts, [kQueuedAbort]: chainHooks(deadlineHandler.queuedAbortHook, opts[kQueuedAbort]) };
       deadlineHandler.arm();
-      if (at === current?.at) return dispatch(dispatchOpts, deadlineHandler);
-      // The policy tightened the deadline: let the client span and the propagated header see it.
-      const scope = new DeadlineScope(at, source);
-      return context.with(contextWithDeadline(active, scope), () => dispatch(dispatchOpts, deadlineHandler));
+      try {
+        if (at === current?.at) return dispatch(dispatchOpts, deadlineHandler);
+        // The policy tightened the deadline: let the client span and the propagated header see it.
+        const scope = new DeadlineScope(at, source);
+        return context.with(contextWithDeadline(active, scope), () => dispatch(dispatchOpts, deadlineHandler));
+      } catch (error) {
+        deadlineHandler.disarm();
+        throw error;
+      }
     };
 }
 

@@ -20,7 +20,8 @@ export interface InstalledDeadlineDispatcher {
  * `fetch` and `stream` — to one that aborts every request at its deadline (SPEC §6).
  */
 export function installDeadlineDispatcher(options: DeadlineDispatcherOptions = {}): InstalledDeadlineDispatcher {
-  const { dispatcher: base = new Agent(), ...policy } = options;
+  const { dispatcher: given, ...policy } = options;
+  const base = given ?? new Agent();
   const dispatcher = base.compose(deadlineInterceptor(policy));
   const previous = getGlobalDispatcher();
   setGlobalDispatcher(dispatcher);
@@ -28,6 +29,8 @@ export function installDeadlineDispatcher(options: DeadlineDispatcherOptions = {
     dispatcher,
     uninstall() {
       if (getGlobalDispatcher() === dispatcher) setGlobalDispatcher(previous);
+      // An agent we made is ours to close (gracefully: calls in flight finish); a given one is not.
+      if (given === undefined) void base.close();
     },
   };
 }

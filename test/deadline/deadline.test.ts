@@ -104,3 +104,11 @@ describe('isDeadlineExceeded', () => {
     expect(error.message).toContain('2026-01-01T00:00:00.000Z');
   });
 });
+
+describe('deadlines at the edges of time', () => {
+  it('refuses deadlines a Date cannot hold', () => {
+    expect(() => withTimeout(Number.MAX_SAFE_INTEGER, () => 0)).toThrow(LifelineError);
+    expect(() => withDeadline(8.64e15 + 1, () => 0)).toThrow(/invalid deadline/);
+    expect(withDeadline(8.64e15, () => currentDeadline()?.at)).toBe(8.64e15);
+  });
+});

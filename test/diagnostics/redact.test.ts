@@ -57,3 +57,13 @@ describe('Redactor.text', () => {
     expect(redactor.text(input)).toBe(output);
   });
 });
+
+describe('Redactor: headers named like secrets, fragments', () => {
+  it.each(['x-auth-token', 'x-goog-api-key', 'private-token', 'x-amz-security-token'])('redacts header %s', (header) => {
+    expect(redactor.attribute(`http.request.header.${header}`, ['v'])).toEqual(['REDACTED']);
+  });
+  it('redacts tokens in URL fragments and leaves plain headers', () => {
+    expect(redactor.url('https://app/cb#access_token=abc&state=1')).toBe('https://app/cb#access_token=REDACTED&state=1');
+    expect(redactor.attribute('http.request.header.accept', ['json'])).toBeUndefined();
+  });
+});

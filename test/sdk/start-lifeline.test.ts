@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -37,12 +39,20 @@ describe('startLifeline (SPEC §3)', () => {
     expect(() => health.registerLiveness('late')).toThrow(expect.objectContaining({ code: 'ERR_CLOSED' }));
   });
 
-  it('a probe port in use fails the start and leaves nothing running', async () => {
-    const first = await startLifeline({ spanProcessors: [], health: new Health(), probe: { port: 0 } });
+  it('a probe port in use fails the start and leaves nothing running: it can start again', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
     try {
-      await expect(startLifeline({ spanProcessors: [], health: new Health(), probe: { port: first.probe?.port ?? 0 } })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+      const port = (taken.address() as AddressInfo).port;
+      await expect(startLifeline({ spanProcessors: [], health: new Health(), probe: { port } })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+      lifeline = await startLifeline({ spanProcessors: [], health: new Health(), probe: false });
     } finally {
-      await first.shutdown();
+      taken.close();
     }
+  });
+
+  it('a second start in the same process is refused while the first runs', async () => {
+    lifeline = await startLifeline({ spanProcessors: [], health: new Health(), probe: false });
+    await expect(startLifeline({ spanProcessors: [], probe: false })).rejects.toMatchObject({ name: 'LifelineError', code: 'ERR_ALREADY_STARTED' });
   });
 });

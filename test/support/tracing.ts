@@ -1,9 +1,9 @@
-import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan, type SpanProcessor } from '@opentelemetry/sdk-trace';
 
 /** A real SDK tracer provider whose ended spans land in memory, for span-shape assertions. */
-export function memoryTracing(): { provider: TracerProvider; spans: () => ReadableSpan[] } {
+export function memoryTracing(processors: SpanProcessor[] = []): { provider: TracerProvider; spans: () => ReadableSpan[] } {
   const exporter = new InMemorySpanExporter();
-  const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+  const provider = new TracerProvider({ spanProcessors: [...processors, new SimpleSpanProcessor({ exporter })] });
   return { provider, spans: () => exporter.getFinishedSpans() };
 }
 

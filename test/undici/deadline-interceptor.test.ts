@@ -110,6 +110,19 @@ describe('deadline scopes and the dispatcher', () => {
     }
   });
 
+  it('a deadline weeks away arms no overflowing timer (no TimeoutOverflowWarning, the call completes)', async () => {
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on('warning', onWarning);
+    try {
+      await expect(withTimeout(30 * 86_400_000, () => CLIENTS['undici.request']?.(`${servers.ok?.url ?? ''}/far`))).resolves.toBe('ok');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings).not.toContain('TimeoutOverflowWarning');
+  });
+
   it('calls without any deadline pass through untouched', async () => {
     expect(await (await fetch(`${servers.ok?.url ?? ''}/free`)).text()).toBe('ok');
   });

@@ -1,0 +1,92 @@
+import { SpanStatusCode, trace } from '@opentelemetry/api';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DeadlineExceededError, DeadlineSpanProcessor, Health, type HealthDiagnostics } from '../../src/index.js';
+import { memoryTracing, sleep } from '../support/tracing.js';
+
+const catalogs: Health[] = [];
+afterEach(() => {
+  for (const health of catalogs.splice(0)) health.close();
+});
+function catalog(options: ConstructorParameters<typeof Health>[0] = {}): Health {
+  const health = new Health(options);
+  catalogs.push(health);
+  return health;
+}
+
+describe('ticks and handles under misuse', () => {
+  it('a lazy thenable returned from run is executed once', async () => {
+    const tick = catalog().registerLiveness('lazy').take();
+    let runs = 0;
+    const lazy = {
+      then(resolve: (v: string) => void) {
+        runs++;
+        resolve('rows');
+      },
+    };
+    expect(await tick?.run(() => lazy)).toBe('rows');
+    expect(runs).toBe(1);
+  });
+
+  it('a thrown value that cannot be turned into text still ends the span as ERROR and is rethrown', () => {
+    const { provider, spans } = memoryTracing();
+    const tick = catalog({ tracerProvider: provider }).registerLiveness('odd').take();
+    const odd: unknown = Object.create(null);
+    expect(() =>
+      tick?.run(() => {
+        throw odd;
+      }),
+    ).toThrow();
+    expect(spans()[0]?.status.code).toBe(SpanStatusCode.ERROR);
+  });
+
+  it('abandoned next() calls do not pile up or keep a stuck component healthy', async () => {
+    const health = catalog();
+    const h = health.registerLiveness('racer');
+    h.take();
+    h.take();
+    for (let i = 0; i < 100; i++) await Promise.race([h.next(), sleep(0)]); // a consumer that gave up, 100 times
+    health.check(); // one tick goes to the shared pending call, nobody takes it
+    for (let i = 0; i < 3; i++) health.check();
+    expect(health.status('live').unhealthy).toEqual(['racer']);
+  });
+
+  it('next({ signal }) settles with undefined on abort and takes no tick', async () => {
+    const health = catalog();
+    const h = health.registerLiveness('aborted');
+    h.take();
+    h.take();
+    const controller = new AbortController();
+    const waiting = h.next({ signal: controller.signal });
+    controller.abort();
+    await expect(waiting).resolves.toBeUndefined();
+    health.check();
+    expect(h.take()?.seq).toBe(3); // the round's tick was buffered, not handed to the aborted call
+  });
+
+  it('a diagnostics hook that throws never breaks a round', () => {
+    const throwing: HealthDiagnostics = {
+      onRound: () => {
+        throw new Error('boom');
+      },
+      snapshot: () => {
+        throw new Error('boom');
+      },
+    };
+    const health = catalog({ diagnostics: throwing });
+    health.registerLiveness('c');
+    expect(() => {
+      health.check();
+    }).not.toThrow();
+  });
+});
+
+describe('DeadlineSpanProcessor marks any span ended by a recorded deadline error', () => {
+  it('uses the exception type the SDK records (the error code)', () => {
+    const { provider, spans } = memoryTracing([new DeadlineSpanProcessor()]);
+    const span = provider.getTracer('t').startSpan('db query');
+    span.recordException(new DeadlineExceededError(Date.now(), 'tick'));
+    span.end();
+    expect(spans()[0]?.attributes).toMatchObject({ 'error.type': 'timeout', 'lifeline.deadline.exceeded': true });
+    expect(trace.getActiveSpan()).toBeUndefined();
+  });
+});
