@@ -54,6 +54,8 @@ const MEMBERS: Record<ProbeKind, readonly ComponentProbe[]> = {
 interface Verdicts {
   healthy: string[];
   unhealthy: string[];
+  /** The last status built from these verdicts, and the time-dependent parts it was built with. */
+  status?: { selfHealthy: boolean; draining: boolean; status: HealthStatus };
 }
 
 /**
@@ -127,10 +129,16 @@ export class Health {
     if (!PROBE_KINDS.includes(probe)) throw invalidOption('probe', probe, "'live', 'ready' or 'startup'");
     const verdicts = (this.#verdicts[probe] ??= this.#collect(probe));
     const selfHealthy = this.#selfHealthy();
+    const draining = this.#draining && probe === 'ready';
+    // Probes ask far more often than verdicts change: the same frozen status serves them all.
+    const cached = verdicts.status;
+    if (cached !== undefined && cached.selfHealthy === selfHealthy && cached.draining === draining) return cached.status;
     const healthy = selfHealthy ? insertSorted(verdicts.healthy, SELF_COMPONENT) : verdicts.healthy.slice();
     let unhealthy = selfHealthy ? verdicts.unhealthy.slice() : insertSorted(verdicts.unhealthy, SELF_COMPONENT);
-    if (this.#draining && probe === 'ready') unhealthy = insertSorted(unhealthy, DRAIN_COMPONENT);
-    return { ok: unhealthy.length === 0, healthy, unhealthy };
+    if (draining) unhealthy = insertSorted(unhealthy, DRAIN_COMPONENT);
+    const status = Object.freeze({ ok: unhealthy.length === 0, healthy: Object.freeze(healthy), unhealthy: Object.freeze(unhealthy) });
+    verdicts.status = { selfHealthy, draining, status };
+    return status;
   }
 
   /**

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { invalidOption } from '../errors/index.js';
-import type { Health, ProbeKind } from '../health/index.js';
+import type { Health, HealthStatus, ProbeKind } from '../health/index.js';
 import { defaultLogger, type Logger } from '../log/index.js';
 
 /** Options of {@link startProbeServer}. */
@@ -123,9 +123,17 @@ function answer(
   }
   if (!readOnly(req, res)) return;
   const status = health.status(probe);
-  send(req, res, status.ok ? 200 : 503, { status: status.ok ? 'pass' : 'fail', healthy: status.healthy, unhealthy: status.unhealthy });
+  // The catalog hands out the same frozen status until a verdict changes: serialize it once.
+  let body = bodies.get(status);
+  if (body === undefined) {
+    body = Buffer.from(JSON.stringify({ status: status.ok ? 'pass' : 'fail', healthy: status.healthy, unhealthy: status.unhealthy }));
+    bodies.set(status, body);
+  }
+  send(req, res, status.ok ? 200 : 503, body);
   if (!status.ok) logFailure(probe, status.unhealthy);
 }
+
+const bodies = new WeakMap<HealthStatus, Buffer>();
 
 /**
  * The dump names hosts, ports and code locations: only a client on this machine may read it. A
@@ -164,14 +172,10 @@ export function isLoopback(address: string | undefined): boolean {
   return v4.startsWith('127.') || address === '::1';
 }
 
-function send(req: IncomingMessage, res: ServerResponse, code: number, body: object): void {
-  const json = JSON.stringify(body);
-  res.writeHead(code, {
-    'content-type': 'application/json',
-    'cache-control': 'no-store',
-    'content-length': Buffer.byteLength(json),
-  });
-  res.end(req.method === 'HEAD' ? undefined : json);
+function send(req: IncomingMessage, res: ServerResponse, code: number, body: object | Buffer): void {
+  const bytes = Buffer.isBuffer(body) ? body : Buffer.from(JSON.stringify(body));
+  res.writeHead(code, { 'content-type': 'application/json', 'cache-control': 'no-store', 'content-length': bytes.byteLength });
+  res.end(req.method === 'HEAD' ? undefined : bytes);
 }
 
 /** Malformed, oversized or too-slow requests get a bare status line and a closed socket: no detail. */

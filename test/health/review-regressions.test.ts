@@ -31,10 +31,9 @@ describe('ticks and handles under misuse', () => {
     const { provider, spans } = memoryTracing();
     const tick = catalog({ tracerProvider: provider }).registerLiveness('odd').take();
     const odd: unknown = Object.create(null);
-    expect(() =>
-      tick?.run(() => {
+    expect(() => { tick?.run(() => {
         throw odd;
-      }),
+      }); },
     ).toThrow();
     expect(spans()[0]?.status.code).toBe(SpanStatusCode.ERROR);
   });
