@@ -100,29 +100,24 @@ const variants: Variant[] = [
     },
     call: async (url) => (await undiciFetch(url)).text(),
   },
-  {
-    name: 'OTel + lifeline deadlines (dispatcher, DeadlineSpanProcessor, propagator), every call under a deadline',
-    setup: () => {
-      instrumentation.setTracerProvider(provider);
-      instrumentation.enable();
-      setGlobalDispatcher(lifeline.dispatcher);
-      propagation.disable();
-      propagation.setGlobalPropagator(new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new DeadlinePropagator()] }));
-    },
-    call: (url) => withTimeout(30_000, async () => (await undiciFetch(url)).text()),
-  },
-  {
-    name: '+ every processor on (InFlightSpanProcessor with redaction)',
-    setup: () => {
-      instrumentation.setTracerProvider(fullProvider);
-      instrumentation.enable();
-      setGlobalDispatcher(lifeline.dispatcher);
-      propagation.disable();
-      propagation.setGlobalPropagator(new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new DeadlinePropagator()] }));
-    },
-    call: (url) => withTimeout(30_000, async () => (await undiciFetch(url)).text()),
-  },
+  lifelineVariant('OTel + lifeline deadlines (dispatcher, DeadlineSpanProcessor, propagator), every call under a deadline', provider),
+  lifelineVariant('+ every processor on (InFlightSpanProcessor with redaction)', fullProvider),
 ];
+
+/** lifeline's dispatcher and propagator, spans through `tracerProvider`, every call under a deadline. */
+function lifelineVariant(name: string, tracerProvider: TracerProvider): Variant {
+  return {
+    name,
+    setup: () => {
+      instrumentation.setTracerProvider(tracerProvider);
+      instrumentation.enable();
+      setGlobalDispatcher(lifeline.dispatcher);
+      propagation.disable();
+      propagation.setGlobalPropagator(new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new DeadlinePropagator()] }));
+    },
+    call: (url) => withTimeout(30_000, async () => (await undiciFetch(url)).text()),
+  };
+}
 // Wall-clock req/s swings ±40 % between minutes on these shared machines, so each round runs
 // the variants back to back in ABCCBA order and the ratio is taken within the round: slow drift
 // cancels. Client CPU time per call is reported beside it.

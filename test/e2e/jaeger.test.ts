@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalStack, type LocalStack } from '../../otel-collector/local-stack.mjs';
-import { ROOT } from '../support/node.js';
+import { ROOT, stopChild } from '../support/node.js';
 import { startService, type ChildService } from '../support/service.js';
 import { answersOk, serve, type TestServer } from '../support/servers.js';
 import { eventually, findTraces, parentOf, tag, type JaegerSpan, type JaegerTrace } from '../support/jaeger.js';
@@ -28,17 +28,7 @@ async function example(script: string, service: string, env: NodeJS.ProcessEnv =
   });
   const lines: string[] = [];
   createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => lines.push(line));
-  const stop = () =>
-    new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) {
-        resolve();
-        return;
-      }
-      child.once('exit', () => {
-        resolve();
-      });
-      child.kill('SIGTERM');
-    });
+  const stop = () => stopChild(child);
   running.push({ stop });
   await eventually(
     () => Promise.resolve(lines.length),

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { ROOT } from './node.js';
+import { ROOT, stopChild } from './node.js';
 
 /** A Node service started in its own process; it prints `{"port":N}` on its first stdout line. */
 export interface ChildService {
@@ -25,16 +25,6 @@ export async function startService(script: string, env: NodeJS.ProcessEnv, nodeA
   return {
     url: `http://127.0.0.1:${port}`,
     stderr: () => stderr,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null) {
-          resolve();
-          return;
-        }
-        child.once('exit', () => {
-          resolve();
-        });
-        child.kill('SIGTERM');
-      }),
+    stop: () => stopChild(child),
   };
 }
