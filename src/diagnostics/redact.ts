@@ -11,21 +11,25 @@ const DEFAULT_QUERY_KEYS = ['token', 'key', 'secret', 'password', 'passwd', 'pwd
 const DEFAULT_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key'];
 const CREDENTIAL = /\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+/i;
 const CREDENTIAL_GLOBAL = new RegExp(CREDENTIAL.source, 'gi');
+const MAX_TEXT = 65_536;
+/**
+ * `key=value` or `key: value` pairs (the key is checked in the callback). One match start per run
+ * of key characters and bounded lengths: no backtracking blow-up on long hostile input. `name:
+ * value` needs the space, so a stack frame's `file.js:12:3` is not a pair.
+ */
+const PAIR = /(?<![\w.-])([\w.-]{1,128})(\s*=\s*|:\s+)([^\s&;,"']{1,4096})/g;
 const URL_KEYS = new Set(['url.full', 'http.url', 'url.original', 'http.target', 'url.path']);
-const URL_IN_TEXT = /\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi;
+// A scheme of at most 32 characters: an unbounded one backtracks quadratically over long text.
+const URL_IN_TEXT = /\b[a-z][a-z0-9+.-]{0,31}:\/\/[^\s"'<>]+/gi;
 
 /** Redacts secrets from URLs, attribute values and free text. */
 export class Redactor {
   readonly #queryKeys: readonly string[];
   readonly #headers: readonly string[];
-  /** `key=value` / `key: value` where the key contains a sensitive word. */
-  readonly #pair: RegExp;
 
   constructor(options: RedactionOptions = {}) {
     this.#queryKeys = (options.queryKeys ?? DEFAULT_QUERY_KEYS).map((k) => k.toLowerCase());
     this.#headers = (options.headers ?? DEFAULT_HEADERS).map((h) => h.toLowerCase());
-    const words = this.#queryKeys.map((k) => k.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|');
-    this.#pair = new RegExp(`\\b([\\w.-]*(?:${words})[\\w.-]*)(\\s*[=:]\\s*)([^\\s&;,"']+)`, 'gi');
   }
 
   /** A URL (absolute, or a path with a query) without userinfo and with sensitive query values replaced. */
@@ -101,11 +105,30 @@ export class Redactor {
    * and `key: value` pairs of sensitive keys, and `Bearer`/`Basic` credentials.
    */
   text(value: string): string {
+    // Dumps cap their attributes anyway: a bounded input keeps every regex below linear in practice.
+    if (value.length > MAX_TEXT) value = value.slice(0, MAX_TEXT);
     if (!value.includes('://') && !this.#mayHoldSecretQuery(value) && !CREDENTIAL.test(value)) return value;
-    return value
-      .replace(URL_IN_TEXT, (url) => this.url(url))
-      .replace(CREDENTIAL_GLOBAL, (_match, scheme: string) => `${scheme} ${REDACTED}`)
-      .replace(this.#pair, (match: string, key: string, separator: string, secret: string) => (secret === REDACTED || /^(bearer|basic)$/i.test(secret) ? match : `${key}${separator}${REDACTED}`));
+    const withoutUrls = value.includes('://') ? value.replace(URL_IN_TEXT, (url) => this.url(url)) : value;
+    const withoutUrlsAndCredentials = withoutUrls.replace(CREDENTIAL_GLOBAL, (_match, scheme: string) => `${scheme} ${REDACTED}`);
+    return this.#redactPairs(withoutUrlsAndCredentials);
+  }
+
+  /** Redacts the value of every `key=value` / `key: value` pair whose key names a secret. */
+  #redactPairs(text: string): string {
+    const pair = new RegExp(PAIR.source, 'g');
+    let result = '';
+    let copied = 0;
+    for (let match = pair.exec(text); match !== null; match = pair.exec(text)) {
+      const [, key = '', separator = '', secret = ''] = match;
+      const valueStart = match.index + key.length + separator.length;
+      if (this.#sensitiveKey(key) && secret !== REDACTED && !/^(bearer|basic)$/i.test(secret)) {
+        result += `${text.slice(copied, valueStart)}${REDACTED}`;
+        copied = valueStart + secret.length;
+      } else {
+        pair.lastIndex = valueStart; // the value may itself start a pair: "failed: password=…"
+      }
+    }
+    return result + text.slice(copied);
   }
 
   /** A cheap pre-check: text that names no sensitive key needs no parsing. */

@@ -82,8 +82,9 @@ export class Health {
 
   constructor(options: HealthOptions = {}) {
     const { interval = 15_000, buffer = 2, tracerProvider, diagnostics } = options;
-    if (typeof interval !== 'number' || !Number.isFinite(interval) || interval <= 0) throw invalidOption('interval', interval, 'a finite number of ms > 0');
-    if (typeof buffer !== 'number' || !Number.isInteger(buffer) || buffer < 1) throw invalidOption('buffer', buffer, 'an integer >= 1');
+    // A timer cannot wait longer than 2^31-1 ms (it would fire every ms instead).
+    if (typeof interval !== 'number' || !(interval > 0 && interval <= 2_147_483_647)) throw invalidOption('interval', interval, 'a number of ms > 0 and at most 2147483647');
+    if (typeof buffer !== 'number' || !Number.isInteger(buffer) || buffer < 1 || buffer > 1_000_000) throw invalidOption('buffer', buffer, 'an integer from 1 to 1000000');
     this.interval = interval;
     this.buffer = buffer;
     this.#tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);

@@ -35,11 +35,8 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
   readonly #tracer: Tracer;
   readonly #onDeregister: (component: ComponentHandle) => void;
   readonly #buffer: BufferedTick[] = [];
-  /** One promise shared by every pending `next()`: abandoned calls cannot pile up. */
-  #pending: Promise<Tick | undefined> | undefined;
-  #resolvePending: ((tick: Tick | undefined) => void) | undefined;
-  /** Pending `next()` calls still interested in a tick (those with an aborted signal are not). */
-  #waiting = 0;
+  /** Pending `next()` calls, oldest first; each gets a tick of its own (an aborted one leaves). */
+  readonly #waiters = new Set<(tick: Tick | undefined) => void>();
   #healthy = false;
   #seq = 0;
   #current: Tick | undefined;
@@ -82,8 +79,13 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
     const before = this.#healthy;
     if (this.#buffer.length < this.#bufferSize) {
       this.#healthy = true;
-      if (this.#waiting > 0) this.#settlePending(this.#issue({ issuedAt, deadline }));
-      else this.#buffer.push({ issuedAt, deadline });
+      const waiter = this.#waiters.values().next().value;
+      if (waiter === undefined) {
+        this.#buffer.push({ issuedAt, deadline });
+      } else {
+        this.#waiters.delete(waiter);
+        waiter(this.#issue({ issuedAt, deadline }));
+      }
     } else {
       this.#healthy = false;
     }
@@ -99,28 +101,28 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
 
   /**
    * The next tick, waiting for one if none is buffered; `undefined` once the handle is closed or
-   * `signal` aborts. Concurrent calls share one tick: a component takes ticks from one loop.
+   * `signal` aborts. Like a receive on a Go channel, a call you abandon keeps waiting (and takes a
+   * tick when one comes): pass a `signal` if you may give up on it.
    */
   next(options: { signal?: AbortSignal } = {}): Promise<Tick | undefined> {
     const tick = this.take();
     const { signal } = options;
     if (tick !== undefined || this.#closed || signal?.aborted === true) return Promise.resolve(tick);
-    this.#pending ??= new Promise((resolve) => {
-      this.#resolvePending = resolve;
-    });
-    const pending = this.#pending;
-    this.#waiting++;
-    if (signal === undefined) return pending;
     return new Promise((resolve) => {
+      if (signal === undefined) {
+        this.#waiters.add(resolve);
+        return;
+      }
       const onAbort = (): void => {
-        this.#waiting--;
+        this.#waiters.delete(waiter);
         resolve(undefined);
       };
-      signal.addEventListener('abort', onAbort, { once: true });
-      void pending.then((delivered) => {
+      const waiter = (delivered: Tick | undefined): void => {
         signal.removeEventListener('abort', onAbort);
         resolve(delivered);
-      });
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.#waiters.add(waiter);
     });
   }
 
@@ -156,17 +158,10 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
     if (this.#closed) return;
     this.#closed = true;
     this.#buffer.length = 0;
-    this.#settlePending(undefined);
+    for (const waiter of this.#waiters) waiter(undefined);
+    this.#waiters.clear();
     this.#current?.retire();
     this.#current = undefined;
-  }
-
-  #settlePending(tick: Tick | undefined): void {
-    const resolve = this.#resolvePending;
-    this.#pending = undefined;
-    this.#resolvePending = undefined;
-    this.#waiting = 0;
-    resolve?.(tick);
   }
 
   #issue(buffered: BufferedTick): Tick {

@@ -6,6 +6,7 @@ import { PinoInstrumentation } from '@opentelemetry/instrumentation-pino';
 import { UndiciInstrumentation, type UndiciInstrumentationConfig } from '@opentelemetry/instrumentation-undici';
 import { NodeSDK, type NodeSDKConfiguration } from '@opentelemetry/sdk-node';
 import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
+import { invalidOption } from '../errors/index.js';
 import {
   LifelineError,
   DeadlinePropagator,
@@ -82,7 +83,11 @@ export interface Lifeline {
  */
 export async function startLifeline(options: LifelineOptions = {}): Promise<Lifeline> {
   // A second SDK would fight the first over the globals (and both would wait on the other's SIGTERM).
-  if (running) throw new LifelineError('ERR_ALREADY_STARTED', 'lifeline is already started in this process: shut the running one down first');
+  if (running) throw new LifelineError('ERR_ALREADY_STARTED', 'lifeline is already started in this process (once shut down, it can start again only with a catalog of its own)');
+  const { shutdownTimeoutMs } = options;
+  if (shutdownTimeoutMs !== undefined && !(typeof shutdownTimeoutMs === 'number' && shutdownTimeoutMs > 0 && shutdownTimeoutMs <= 2_147_483_647)) {
+    throw invalidOption('shutdownTimeoutMs', shutdownTimeoutMs, 'a number of ms > 0 and at most 2147483647');
+  }
   running = true;
   try {
     return await start(options);
@@ -130,10 +135,10 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
   };
   const sdk = new NodeSDK(config);
   sdk.start();
-  const dispatcher: InstalledDeadlineDispatcher | undefined = options.deadlines === false ? undefined : installDeadlineDispatcher(options.deadlines);
-
+  let dispatcher: InstalledDeadlineDispatcher | undefined;
   let probe: ProbeServer | undefined;
   try {
+    dispatcher = options.deadlines === false ? undefined : installDeadlineDispatcher(options.deadlines);
     probe = options.probe === false ? undefined : await startProbeServer({ ...options.probe, ...(options.logger ? { logger: options.logger } : {}), health });
     probePort = probe?.port;
     health.useDiagnostics(diagnostics);
@@ -159,10 +164,11 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
         try {
           await sdk.shutdown();
         } finally {
-          await probe?.close();
-          health.close();
           dispatcher?.uninstall();
-          running = false;
+          await probe?.close().catch(() => undefined);
+          health.close();
+          // The process-wide catalog is closed for good: only a start with a catalog of its own may follow.
+          running = options.health === undefined;
         }
       })()),
   };

@@ -11,7 +11,7 @@ export interface DeadlineDispatcherOptions extends DeadlinePolicyOptions {
 /** The installed global dispatcher, and the way back. */
 export interface InstalledDeadlineDispatcher {
   readonly dispatcher: Dispatcher;
-  /** Puts the previous global dispatcher back, if ours is still the global one. */
+  /** Puts the previous global dispatcher back (and closes the agent made for it), if ours is still the global one. */
   uninstall(): void;
 }
 
@@ -28,7 +28,8 @@ export function installDeadlineDispatcher(options: DeadlineDispatcherOptions = {
   return {
     dispatcher,
     uninstall() {
-      if (getGlobalDispatcher() === dispatcher) setGlobalDispatcher(previous);
+      if (getGlobalDispatcher() !== dispatcher) return; // wrapped or replaced since: still in use
+      setGlobalDispatcher(previous);
       // An agent we made is ours to close (gracefully: calls in flight finish); a given one is not.
       if (given === undefined) void base.close();
     },

@@ -67,3 +67,17 @@ describe('Redactor: headers named like secrets, fragments', () => {
     expect(redactor.attribute('http.request.header.accept', ['json'])).toBeUndefined();
   });
 });
+
+describe('Redactor.text on code locations and hostile input', () => {
+  it('leaves stack frames alone, even in files named like secrets', () => {
+    const frame = 'at login (/app/src/session-auth.js:12:3)';
+    expect(redactor.text(frame)).toBe(frame);
+  });
+
+  it('stays fast on long runs of key-like text', () => {
+    const started = performance.now();
+    redactor.text('sig-'.repeat(20_000));
+    redactor.text(`${'token.'.repeat(10_000)}=x`);
+    expect(performance.now() - started).toBeLessThan(500);
+  });
+});

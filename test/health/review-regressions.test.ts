@@ -38,15 +38,31 @@ describe('ticks and handles under misuse', () => {
     expect(spans()[0]?.status.code).toBe(SpanStatusCode.ERROR);
   });
 
-  it('abandoned next() calls do not pile up or keep a stuck component healthy', async () => {
+  it('next() calls given up through their signal leave nothing behind and keep no stuck component healthy', async () => {
     const health = catalog();
     const h = health.registerLiveness('racer');
     h.take();
     h.take();
-    for (let i = 0; i < 100; i++) await Promise.race([h.next(), sleep(0)]); // a consumer that gave up, 100 times
-    health.check(); // one tick goes to the shared pending call, nobody takes it
-    for (let i = 0; i < 3; i++) health.check();
+    for (let i = 0; i < 100; i++) {
+      const controller = new AbortController();
+      await Promise.race([h.next({ signal: controller.signal }), sleep(0)]); // a consumer that gave up
+      controller.abort();
+    }
+    for (let i = 0; i < 3; i++) health.check(); // nobody takes: the buffer fills
     expect(health.status('live').unhealthy).toEqual(['racer']);
+  });
+
+  it('concurrent next() calls each get a tick of their own, oldest first', async () => {
+    const health = catalog();
+    const h = health.registerLiveness('pool');
+    h.take();
+    h.take();
+    const first = h.next();
+    const second = h.next();
+    health.check();
+    health.check();
+    const [a, b] = await Promise.all([first, second]);
+    expect([a?.seq, b?.seq]).toEqual([3, 4]);
   });
 
   it('next({ signal }) settles with undefined on abort and takes no tick', async () => {
