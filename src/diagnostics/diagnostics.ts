@@ -91,9 +91,9 @@ export class Diagnostics implements HealthDiagnostics {
     this.#redactor = inFlight?.redactor ?? new Redactor();
   }
 
-  onRound(turned: readonly DiagnosedComponent[], unhealthy: readonly DiagnosedComponent[]): void {
+  onRound(turned: readonly DiagnosedComponent[], anyUnhealthy: boolean, unhealthy: () => readonly DiagnosedComponent[]): void {
     this.#process.start();
-    if (unhealthy.length === 0) {
+    if (!anyUnhealthy) {
       this.#lastEmit = undefined;
       return;
     }
@@ -101,7 +101,7 @@ export class Diagnostics implements HealthDiagnostics {
     const due = turned.length > 0 || (this.#lastEmit !== undefined && now - this.#lastEmit >= this.#minIntervalMs);
     if (!due) return;
     this.#lastEmit = now;
-    this.#emit(this.snapshot(unhealthy));
+    this.#emit(this.snapshot(unhealthy()));
     this.#process.resetDelay();
   }
 

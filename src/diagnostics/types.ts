@@ -59,8 +59,11 @@ export interface DiagnosticSnapshot {
  * implementation decides whether to emit (transitions, rate limits).
  */
 export interface HealthDiagnostics {
-  /** After a round: `turned` went healthy→unhealthy in it, `unhealthy` is every unhealthy component. */
-  onRound(turned: readonly DiagnosedComponent[], unhealthy: readonly DiagnosedComponent[]): void;
+  /**
+   * After a round: `turned` went healthy→unhealthy in it; `anyUnhealthy` says whether any component
+   * is unhealthy now, and `unhealthy()` lists them (built only when asked: rounds are a hot path).
+   */
+  onRound(turned: readonly DiagnosedComponent[], anyUnhealthy: boolean, unhealthy: () => readonly DiagnosedComponent[]): void;
   /** The snapshot for these components, now. */
   snapshot(unhealthy: readonly DiagnosedComponent[]): DiagnosticSnapshot;
 }

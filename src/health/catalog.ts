@@ -165,7 +165,7 @@ export class Health {
     this.#lastRound = now;
     if (changed) this.#verdicts = {};
     try {
-      this.#diagnostics.onRound(turned, turned.length > 0 || this.#hasUnhealthy() ? this.#unhealthyComponents() : []);
+      this.#diagnostics.onRound(turned, turned.length > 0 || this.#hasUnhealthy(), () => this.#unhealthyComponents());
     } catch (error) {
       // Explaining a verdict must never take down the process whose liveness it reports.
       defaultLogger().info({ err: error instanceof Error ? error.message : typeof error }, 'lifeline: diagnostics failed');
