@@ -5,6 +5,7 @@ import { DeadlineExceededError, type DeadlineSource } from '../deadline/index.js
 
 type Controller = Dispatcher.DispatchController;
 type Handler = Dispatcher.DispatchHandler;
+type Callback = (this: DeadlineHandler, ...args: never[]) => unknown;
 
 // setTimeout overflows above 2^31-1 ms and fires at once; longer waits re-arm in steps.
 const MAX_TIMER_MS = 2_147_483_647;
@@ -13,7 +14,7 @@ const MAX_TIMER_MS = 2_147_483_647;
 export type QueuedAbortHook = (cancel: (reason: Error) => void) => void;
 
 /**
- * Wraps one request's handler and aborts the request at its deadline, in whatever phase it is:
+ * Aborts one request at its deadline, in whatever phase it is:
  * - waiting for a connection (queued or connecting): undici has not called `onRequestStart`, so
  *   there is no controller yet. The request is taken out of the queue through the dispatcher's
  *   queued-abort hook; a dispatcher without that hook gets the error reported to the caller at
@@ -21,8 +22,13 @@ export type QueuedAbortHook = (cancel: (reason: Error) => void) => void;
  *   let a blackholed connect hang for the connect timeout instead.
  * - waiting for headers or streaming the body: through the controller.
  * The timer is cleared when the request ends, so a request that finishes first leaves nothing behind.
+ *
+ * It must be invisible to the caller: undici and its users look at which callbacks a handler has
+ * (the mock agent takes another path when `onBodySent` exists), so {@link wrapWithDeadline} gives
+ * each wrapper exactly the callbacks of the handler it wraps, every one passed on, including
+ * callbacks undici adds after this was written.
  */
-export class DeadlineHandler implements Handler {
+export abstract class DeadlineHandler {
   readonly #inner: Handler;
   readonly #at: number;
   readonly #source: DeadlineSource;
@@ -60,36 +66,46 @@ export class DeadlineHandler implements Handler {
     this.#cancelQueued = cancel;
   };
 
-  onRequestStart(controller: Controller, context: unknown): void {
-    this.#controller = controller;
-    this.#cancelQueued = undefined;
-    if (this.#expired !== undefined) {
-      controller.abort(this.#expired);
-      return;
-    }
-    this.#inner.onRequestStart?.(controller, context);
+  /** The callbacks with deadline work to do; every other one is passed on as it is. */
+  static readonly callbacks: Readonly<Record<string, Callback>> = {
+    onRequestStart(this: DeadlineHandler, controller: Controller, context: unknown): void {
+      this.#controller = controller;
+      this.#cancelQueued = undefined;
+      if (this.#expired !== undefined) {
+        controller.abort(this.#expired);
+        return;
+      }
+      this.#inner.onRequestStart?.(controller, context);
+    },
+    // Once the caller was told about the deadline, nothing undici reports later reaches it.
+    onRequestUpgrade(this: DeadlineHandler, controller: Controller, statusCode: number, headers: IncomingHttpHeaders, socket: Duplex): void {
+      this.#settle();
+      if (!this.#reported) this.#inner.onRequestUpgrade?.(controller, statusCode, headers, socket);
+    },
+    onResponseStart(this: DeadlineHandler, controller: Controller, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
+      if (!this.#reported) this.#inner.onResponseStart?.(controller, statusCode, headers, statusMessage);
+    },
+    onResponseData(this: DeadlineHandler, controller: Controller, chunk: Buffer): void {
+      if (!this.#reported) this.#inner.onResponseData?.(controller, chunk);
+    },
+    onResponseEnd(this: DeadlineHandler, controller: Controller, trailers: IncomingHttpHeaders): void {
+      this.#settle();
+      if (!this.#reported) this.#inner.onResponseEnd?.(controller, trailers);
+    },
+    onResponseError(this: DeadlineHandler, controller: Controller, error: Error): void {
+      this.#fail(controller, error);
+    },
+  };
+
+  /** A callback with nothing to do for the deadline: passed on while the caller still listens. */
+  static passOn(name: string): Callback {
+    return function (this: DeadlineHandler, ...args: never[]): unknown {
+      if (this.#reported) return undefined;
+      return (this.#inner as Record<string, (...a: never[]) => unknown>)[name]?.(...args);
+    };
   }
 
-  // Once the caller was told about the deadline, nothing undici reports later reaches it.
-  onRequestUpgrade(controller: Controller, statusCode: number, headers: IncomingHttpHeaders, socket: Duplex): void {
-    this.#settle();
-    if (!this.#reported) this.#inner.onRequestUpgrade?.(controller, statusCode, headers, socket);
-  }
-
-  onResponseStart(controller: Controller, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
-    if (!this.#reported) this.#inner.onResponseStart?.(controller, statusCode, headers, statusMessage);
-  }
-
-  onResponseData(controller: Controller, chunk: Buffer): void {
-    if (!this.#reported) this.#inner.onResponseData?.(controller, chunk);
-  }
-
-  onResponseEnd(controller: Controller, trailers: IncomingHttpHeaders): void {
-    this.#settle();
-    if (!this.#reported) this.#inner.onResponseEnd?.(controller, trailers);
-  }
-
-  onResponseError(controller: Controller, error: Error): void {
+  #fail(controller: Controller, error: Error): void {
     this.#settle();
     if (this.#reported) return;
     this.#reported = true;
@@ -116,7 +132,7 @@ export class DeadlineHandler implements Handler {
       this.#cancelQueued(error);
     } else {
       // A dispatcher without the queued-abort hook: free the caller now, abort once started.
-      this.onResponseError(abortedController(error), error);
+      this.#fail(abortedController(error), error);
     }
   }
 
@@ -125,6 +141,107 @@ export class DeadlineHandler implements Handler {
     this.#timer = undefined;
     this.#cancelQueued = undefined;
   }
+}
+
+type ShapedHandler = DeadlineHandler & Handler;
+type ShapedClass = new (inner: Handler, at: number, source: DeadlineSource) => ShapedHandler;
+
+/** undici's own callbacks, each a bit of the shape key; any other `on*` function is found by a scan. */
+const KNOWN = [
+  'onRequestStart',
+  'onRequestUpgrade',
+  'onResponseStarted',
+  'onResponseStart',
+  'onResponseData',
+  'onResponseEnd',
+  'onResponseError',
+  'onBodySent',
+  'onRequestSent',
+] as const;
+const KNOWN_SET: ReadonlySet<string> = new Set(KNOWN);
+const CALLBACK_NAME = /^on[A-Z]/;
+
+const byMask: (ShapedClass | undefined)[] = [];
+const byKey = new Map<string, ShapedClass>();
+/** Callbacks a class of handlers inherits that lifeline does not know by name (usually none). */
+const inheritedExtras = new WeakMap<object, readonly string[]>();
+
+/**
+ * Wraps `handler` so that its request ends at `at`. The wrapper has exactly the callbacks the
+ * handler has, so undici sees the same handler shape it would without lifeline.
+ */
+export function wrapWithDeadline(handler: Handler, at: number, source: DeadlineSource): ShapedHandler {
+  let mask = 0;
+  for (let i = 0; i < KNOWN.length; i++) {
+    if (typeof (handler as Record<string, unknown>)[KNOWN[i] as string] === 'function') mask |= 1 << i;
+  }
+  const extras = extraCallbacks(handler);
+  let Shaped: ShapedClass | undefined;
+  if (extras.length === 0) {
+    Shaped = byMask[mask] ??= shapedClass(mask, extras);
+  } else {
+    const key = `${String(mask)},${extras.join(',')}`;
+    Shaped = byKey.get(key);
+    if (Shaped === undefined) {
+      Shaped = shapedClass(mask, extras);
+      byKey.set(key, Shaped);
+    }
+  }
+  return new Shaped(handler, at, source);
+}
+
+function shapedClass(mask: number, extras: readonly string[]): ShapedClass {
+  class Shaped extends DeadlineHandler {}
+  const names = [...KNOWN.filter((_name, i) => (mask & (1 << i)) !== 0), ...extras];
+  for (const name of names) {
+    Object.defineProperty(Shaped.prototype, name, {
+      value: DeadlineHandler.callbacks[name] ?? DeadlineHandler.passOn(name),
+      writable: true,
+      configurable: true,
+    });
+  }
+  return Shaped;
+}
+
+function extraCallbacks(handler: object): readonly string[] {
+  const proto: unknown = Object.getPrototypeOf(handler);
+  let extras: readonly string[] = [];
+  if (proto !== Object.prototype && proto !== null && typeof proto === 'object') {
+    let cached = inheritedExtras.get(proto);
+    if (cached === undefined) {
+      const found: string[] = [];
+      for (let p: unknown = proto; p !== null && p !== Object.prototype && typeof p === 'object'; p = Object.getPrototypeOf(p)) {
+        for (const name of Object.getOwnPropertyNames(p)) {
+          if (isExtraCallback(handler, name) && !found.includes(name)) found.push(name);
+        }
+      }
+      inheritedExtras.set(proto, found);
+      cached = found;
+    }
+    extras = cached;
+  }
+  for (const name of Object.keys(handler)) {
+    if (isExtraCallback(handler, name) && !extras.includes(name)) extras = [...extras, name];
+  }
+  return extras;
+}
+
+function isExtraCallback(handler: object, name: string): boolean {
+  return CALLBACK_NAME.test(name) && !KNOWN_SET.has(name) && typeof (handler as Record<string, unknown>)[name] === 'function';
+}
+
+/**
+ * Whether undici would refuse this handler (its `assertRequestHandler`): such a handler is left
+ * unwrapped, so the caller gets undici's own `UND_ERR_INVALID_ARG` instead of a silent hang.
+ */
+export function undiciRejects(handler: unknown, opts: { method?: unknown; upgrade?: unknown }): boolean {
+  if (handler === null || typeof handler !== 'object') return true;
+  const h = handler as Record<string, unknown>;
+  if (typeof h.onRequestStart !== 'function' || typeof h.onResponseError !== 'function') return true;
+  if (h.onBodySent !== undefined && typeof h.onBodySent !== 'function') return true;
+  if (h.onRequestSent !== undefined && typeof h.onRequestSent !== 'function') return true;
+  if (opts.upgrade || opts.method === 'CONNECT') return typeof h.onRequestUpgrade !== 'function';
+  return typeof h.onResponseStart !== 'function' || typeof h.onResponseData !== 'function' || typeof h.onResponseEnd !== 'function';
 }
 
 function abortedController(reason: Error): Controller {

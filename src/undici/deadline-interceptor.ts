@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
 import { contextWithDeadline, deadlineOf, DeadlineScope, type DeadlineSource } from '../deadline/index.js';
 import { DeadlinePolicy, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
-import { DeadlineHandler, type QueuedAbortHook } from './deadline-handler.js';
+import { undiciRejects, wrapWithDeadline, type QueuedAbortHook } from './deadline-handler.js';
 
 /**
  * undici's dispatch option through which a queued request can be cancelled before it has a
@@ -45,9 +45,10 @@ export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispat
           source = 'policy';
         }
       }
-      if (at === undefined || source === undefined) return dispatch(opts, handler);
+      // A handler undici would refuse goes to undici unwrapped: the caller gets its error, not a hang.
+      if (at === undefined || source === undefined || undiciRejects(handler, opts)) return dispatch(opts, handler);
 
-      const deadlineHandler = new DeadlineHandler(handler, at, source);
+      const deadlineHandler = wrapWithDeadline(handler, at, source);
       const dispatchOpts = kQueuedAbort === undefined ? opts : { ...opts, [kQueuedAbort]: chainHooks(deadlineHandler.queuedAbortHook, opts[kQueuedAbort]) };
       deadlineHandler.arm();
       try {
