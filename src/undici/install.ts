@@ -54,13 +54,21 @@ export function installDeadlineDispatcher(options: DeadlineDispatcherOptions = {
   // Loading undici puts an Agent of its own in the slots when there is none yet, as a first fetch would.
   const undici = ownUndici();
   const previous = { current: slots[SLOT], legacy: slots[LEGACY_SLOT] };
-  const base = given ?? (previous.current as Dispatcher);
+  let base = given ?? (previous.current as Dispatcher);
+  let made: Dispatcher | undefined;
+  if (given === undefined && !(base instanceof undici.Dispatcher) && isStockAgent(base)) {
+    // An Agent with nothing configured, typically Node's own (undici 7, bundled): an Agent of
+    // lifeline's undici 8 is the same, and it can take a request out of its connect queue at the
+    // deadline, which undici 7 cannot (there the caller is freed, but the connect goes on).
+    base = made = new undici.Agent();
+  }
   const dispatcher = compose(base, adoptFormData(base instanceof undici.Dispatcher ? undici.FormData : undefined), interceptor);
-  if (previous.legacy === previous.current) {
-    // An undici 7 layout (Node's bundled undici): both slots hold the one dispatcher.
+  if (base === previous.current && previous.legacy === previous.current) {
+    // Built on an undici 7 dispatcher (Node's bundled one, say): like undici 7, put it in both slots.
     writeSlot(SLOT, dispatcher);
     writeSlot(LEGACY_SLOT, dispatcher);
   } else {
+    // undici 8 layout: `.1` holds a wrapper that turns older handlers (Node's fetch's) into current ones.
     undici.setGlobalDispatcher(dispatcher);
   }
   return {
@@ -69,6 +77,8 @@ export function installDeadlineDispatcher(options: DeadlineDispatcherOptions = {
       if (slots[SLOT] !== dispatcher) return; // wrapped or replaced since: still in use
       writeSlot(SLOT, previous.current);
       writeSlot(LEGACY_SLOT, previous.legacy);
+      // An agent we made is ours to close (gracefully: calls in flight finish); any other is not.
+      void made?.close();
     },
   };
 }
@@ -81,6 +91,26 @@ function compose(base: Dispatcher, ...interceptors: Dispatcher.DispatcherCompose
   if (typeof base.compose === 'function') return base.compose(...interceptors);
   // A hand-written dispatcher with only `dispatch`: compose it as undici would.
   return ownUndici().Dispatcher.prototype.compose.call(base, ...interceptors);
+}
+
+/**
+ * Whether `dispatcher` is an undici `Agent` (of any copy) made with no options at all, so that an
+ * Agent of another copy behaves the same. Read from undici's internals defensively: anything
+ * unexpected counts as configured, and configured dispatchers are built upon, never replaced.
+ */
+function isStockAgent(dispatcher: object): boolean {
+  if (dispatcher.constructor.name !== 'Agent') return false;
+  const options = internalField(dispatcher, 'options');
+  const factory = internalField(dispatcher, 'factory');
+  if (typeof factory !== 'function' || factory.name !== 'defaultFactory') return false;
+  if (options === null || typeof options !== 'object') return false;
+  return Object.entries(options).every(([key, value]) => value === undefined || (key === 'maxOrigins' && (value === null || value === Infinity)));
+}
+
+/** The value under the symbol-keyed field undici names `description`, if there is one. */
+function internalField(object: object, description: string): unknown {
+  const key = Object.getOwnPropertySymbols(object).find((symbol) => symbol.description === description);
+  return key === undefined ? undefined : (object as Record<symbol, unknown>)[key];
 }
 
 function writeSlot(slot: symbol, value: unknown): void {

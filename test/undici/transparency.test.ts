@@ -182,16 +182,23 @@ describe("handlers undici refuses keep undici's error under a deadline", () => {
     expect(errors.map((e) => (e as Error & { code?: string }).code)).toEqual(['UND_ERR_INVALID_ARG']);
   });
 
-  it("a legacy handler on Node's bundled undici, which still takes them, is answered as without lifeline", async () => {
+  it('a legacy handler through the global slot older undici copies read is answered, with or without lifeline', async () => {
+    const legacySlot = (): undici.Dispatcher => (globalThis as unknown as Record<symbol, undici.Dispatcher>)[Symbol.for('undici.globalDispatcher.1')] as undici.Dispatcher;
     const answer = (): Promise<number> =>
       new Promise((resolve, reject) => {
-        installed.dispatcher.dispatch(
+        legacySlot().dispatch(
           { origin: ok.url, path: '/legacy', method: 'GET' },
           { onConnect() {}, onHeaders: (status: number) => { resolve(status); }, onData() {}, onComplete() {}, onError: reject } as unknown as undici.Dispatcher.DispatchHandler,
         );
       });
     expect(await answer()).toBe(200);
     expect(await withTimeout(10_000, answer)).toBe(200);
+    installed.uninstall();
+    try {
+      expect(await answer()).toBe(200);
+    } finally {
+      installed = installDeadlineDispatcher();
+    }
   });
 });
 
@@ -268,6 +275,33 @@ describe('the dispatcher the process already has', () => {
       expect([...proxied]).toEqual([new URL(ok.url).host]);
       const error = await withTimeout(200, () => fetch(`${silentUrl}/stuck`)).catch((e: unknown) => e);
       expect(isDeadlineExceeded(error)).toBe(true);
+    } finally {
+      own.uninstall();
+      expect(undici.getGlobalDispatcher()).toBe(agent);
+      undici.setGlobalDispatcher(previous);
+      await agent.close();
+      installed = installDeadlineDispatcher();
+    }
+  });
+
+  it("a configured Agent set before install keeps its settings (a custom DNS lookup here)", async () => {
+    installed.uninstall();
+    const previous = undici.getGlobalDispatcher();
+    const looked: string[] = [];
+    const agent = new undici7.Agent({
+      connect: {
+        lookup: (hostname, _options, callback) => {
+          looked.push(hostname);
+          callback(null, [{ address: '127.0.0.1', family: 4 }]);
+        },
+      },
+    });
+    undici7.setGlobalDispatcher(agent);
+    const own = installDeadlineDispatcher();
+    try {
+      const res = await withTimeout(10_000, () => fetch(`http://lifeline-test.invalid:${String(ok.port)}/custom-lookup`));
+      expect(await res.text()).toBe('ok');
+      expect(looked).toEqual(['lifeline-test.invalid']);
     } finally {
       own.uninstall();
       expect(undici.getGlobalDispatcher()).toBe(agent);
