@@ -17,20 +17,36 @@ export class DeadlineExceededError extends Error {
   }
 }
 
+/**
+ * Requests and responses lifeline ended at their deadline. Some clients report a body cut short in
+ * words of their own (axios: "stream has been aborted", got: "The server aborted pending request")
+ * without the reason; their errors still carry the request or response, which this recognises.
+ */
+const endedByDeadline = new WeakSet<object>();
+
+/** Remembers that `message` (a request or a response) was ended by its deadline. */
+export function markEndedByDeadline(message: object): void {
+  endedByDeadline.add(message);
+}
+
 // Cause chains are user data: bound the walk so a cyclic or absurd chain cannot hang us.
 const MAX_CAUSE_DEPTH = 16;
 
 /**
  * True when `err`, or any error in its `cause` chain, is a deadline expiry. Fetch wraps dispatcher
  * errors in `TypeError('fetch failed')`, so checking only the top level would miss most of them.
- * Matching on `code` also recognises errors from another copy of lifeline in the same process.
+ * Matching on `code` also recognises errors from another copy of lifeline in the same process, and
+ * an error that names the request or response lifeline ended (axios' and got's `request`/`response`)
+ * is recognised too.
  */
 export function isDeadlineExceeded(err: unknown): boolean {
   let current: unknown = err;
   for (let depth = 0; depth < MAX_CAUSE_DEPTH && current !== null && typeof current === 'object'; depth++) {
     if (current instanceof DeadlineExceededError) return true;
-    if ((current as { code?: unknown }).code === 'ERR_DEADLINE_EXCEEDED') return true;
-    current = (current as { cause?: unknown }).cause;
+    const { code, request, response, cause } = current as { code?: unknown; request?: unknown; response?: unknown; cause?: unknown };
+    if (code === 'ERR_DEADLINE_EXCEEDED') return true;
+    if ((typeof request === 'object' && request !== null && endedByDeadline.has(request)) || (typeof response === 'object' && response !== null && endedByDeadline.has(response))) return true;
+    current = cause;
   }
   return false;
 }

@@ -1,4 +1,4 @@
-export { DeadlineExceededError, isDeadlineExceeded, type DeadlineSource } from './deadline-exceeded-error.js';
+export { DeadlineExceededError, isDeadlineExceeded, markEndedByDeadline, type DeadlineSource } from './deadline-exceeded-error.js';
 export {
   currentDeadline,
   withDeadline,
@@ -12,3 +12,5 @@ export {
   MAX_DEADLINE_MS,
 } from './deadline.js';
 export { ensureContextManager } from './context-manager.js';
+// For lifeline's own folders: the one timer every client's deadline uses.
+export { DeadlineTimer } from './deadline-timer.js';

@@ -1,7 +1,7 @@
-import { SpanKind, SpanStatusCode, type Context } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, type Context, type Span as ApiSpan } from '@opentelemetry/api';
 // Types only: the core entry depends on the API at run time, never on the SDK.
 import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
-import { deadlineOf } from '../deadline/index.js';
+import { deadlineOf, type DeadlineSource } from '../deadline/index.js';
 import { ATTR_DEADLINE_AT, ATTR_DEADLINE_BUDGET_MS, ATTR_DEADLINE_EXCEEDED, ATTR_DEADLINE_MISSING, ATTR_DEADLINE_SOURCE, isoTime } from '../semconv/index.js';
 
 const ATTR_ERROR_TYPE = 'error.type';
@@ -20,11 +20,7 @@ export class DeadlineSpanProcessor implements SpanProcessor {
     if (span.attributes[ATTR_DEADLINE_SOURCE] !== undefined) return;
     const deadline = deadlineOf(parentContext);
     if (deadline !== undefined) {
-      span.setAttributes({
-        [ATTR_DEADLINE_AT]: isoTime(deadline.at),
-        [ATTR_DEADLINE_BUDGET_MS]: Math.max(0, Math.round(deadline.at - Date.now())),
-        [ATTR_DEADLINE_SOURCE]: deadline.source,
-      });
+      recordDeadline(span, deadline);
     } else if (span.kind === SpanKind.CLIENT) {
       span.setAttribute(ATTR_DEADLINE_MISSING, true);
     }
@@ -48,6 +44,19 @@ export class DeadlineSpanProcessor implements SpanProcessor {
   shutdown(): Promise<void> {
     return Promise.resolve();
   }
+}
+
+/**
+ * Records on `span` the deadline its work is bound by. For a client span whose call got its
+ * deadline after the span started (a policy rule on a node:http call), `missing` turns false.
+ */
+export function recordDeadline(span: ApiSpan, deadline: { readonly at: number; readonly source: DeadlineSource }, lateForClient = false): void {
+  span.setAttributes({
+    [ATTR_DEADLINE_AT]: isoTime(deadline.at),
+    [ATTR_DEADLINE_BUDGET_MS]: Math.max(0, Math.round(deadline.at - Date.now())),
+    [ATTR_DEADLINE_SOURCE]: deadline.source,
+    ...(lateForClient ? { [ATTR_DEADLINE_MISSING]: false } : {}),
+  });
 }
 
 function endedByDeadline(span: Span): boolean {

@@ -11,6 +11,11 @@ export interface DeadlinePropagatorOptions {
   maxInboundMs?: number;
 }
 
+/** The header's value for a deadline at `at`: the whole milliseconds left, never negative. */
+export function deadlineHeaderValue(at: number): string {
+  return String(Math.max(0, Math.floor(at - Date.now())));
+}
+
 // At most 10 digits (~115 days): anything longer is not a budget a sane caller sends.
 const BUDGET = /^\d{1,10}$/;
 
@@ -32,7 +37,7 @@ export class DeadlinePropagator implements TextMapPropagator {
   inject(ctx: Context, carrier: unknown, setter: TextMapSetter): void {
     const deadline = deadlineOf(ctx);
     if (deadline === undefined) return;
-    setter.set(carrier, DEADLINE_HEADER, String(Math.max(0, Math.floor(deadline.at - Date.now()))));
+    setter.set(carrier, DEADLINE_HEADER, deadlineHeaderValue(deadline.at));
   }
 
   extract(ctx: Context, carrier: unknown, getter: TextMapGetter): Context {

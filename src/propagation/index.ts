@@ -1,1 +1,1 @@
-export { DEADLINE_HEADER, DeadlinePropagator, type DeadlinePropagatorOptions } from './deadline-propagator.js';
+export { DEADLINE_HEADER, DeadlinePropagator, deadlineHeaderValue, type DeadlinePropagatorOptions } from './deadline-propagator.js';

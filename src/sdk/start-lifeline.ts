@@ -6,7 +6,10 @@ import { PinoInstrumentation } from '@opentelemetry/instrumentation-pino';
 import { UndiciInstrumentation, type UndiciInstrumentationConfig } from '@opentelemetry/instrumentation-undici';
 import { NodeSDK, type NodeSDKConfiguration } from '@opentelemetry/sdk-node';
 import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
+import { ClientRequest } from 'node:http';
 import { invalidOption } from '../errors/index.js';
+import { policyDeadlineOf } from '../http/index.js';
+import { recordDeadline } from '../processors/index.js';
 import {
   LifelineError,
   DeadlinePropagator,
@@ -15,6 +18,7 @@ import {
   InFlightSpanProcessor,
   health as processHealth,
   installDeadlineDispatcher,
+  installHttpDeadlines,
   startProbeServer,
   type DeadlineDispatcherOptions,
   type DeadlinePropagatorOptions,
@@ -22,6 +26,7 @@ import {
   type Health,
   type InFlightSpanProcessorOptions,
   type InstalledDeadlineDispatcher,
+  type InstalledHttpDeadlines,
   type Logger,
   type ProbeServer,
   type ProbeServerOptions,
@@ -48,7 +53,10 @@ export interface LifelineOptions {
   probe?: false | Omit<ProbeServerOptions, 'health'>;
   /** Where lifeline logs; default lifeline's pino logger. */
   logger?: Logger;
-  /** Deadline policy of the global undici dispatcher, or `false` to leave the global dispatcher alone. */
+  /**
+   * Deadline policy of every outgoing call — Node's `fetch` and undici (the global dispatcher),
+   * node:http/https (axios, got, …) and gRPC — or `false` to bound none of them.
+   */
   deadlines?: false | DeadlineDispatcherOptions;
   /** Options of the inbound/outbound deadline header. */
   propagation?: DeadlinePropagatorOptions;
@@ -123,6 +131,12 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
       new UndiciInstrumentation(options.undici),
       new HttpInstrumentation({
         ...options.http,
+        requestHook: (span, request) => {
+          // A policy rule gave this node:http call its deadline after its span started.
+          const deadline = request instanceof ClientRequest ? policyDeadlineOf(request) : undefined;
+          if (deadline !== undefined) recordDeadline(span, deadline, true);
+          options.http?.requestHook?.(span, request);
+        },
         ignoreIncomingRequestHook: (req) => (probePort !== undefined && req.socket.localPort === probePort) || (options.http?.ignoreIncomingRequestHook?.(req) ?? false),
       }),
       new PinoInstrumentation(), // trace_id / span_id on every pino line written inside a span
@@ -136,14 +150,20 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
   const sdk = new NodeSDK(config);
   sdk.start();
   let dispatcher: InstalledDeadlineDispatcher | undefined;
+  let httpDeadlines: InstalledHttpDeadlines | undefined;
   let probe: ProbeServer | undefined;
   try {
-    dispatcher = options.deadlines === false ? undefined : installDeadlineDispatcher(options.deadlines);
+    if (options.deadlines !== false) {
+      const { dispatcher: _given, ...policy } = options.deadlines ?? {};
+      dispatcher = installDeadlineDispatcher(options.deadlines);
+      httpDeadlines = installHttpDeadlines(policy);
+    }
     probe = options.probe === false ? undefined : await startProbeServer({ ...options.probe, ...(options.logger ? { logger: options.logger } : {}), health });
     probePort = probe?.port;
     health.useDiagnostics(diagnostics);
   } catch (err) {
     dispatcher?.uninstall();
+    httpDeadlines?.uninstall();
     await sdk.shutdown();
     throw err;
   }
@@ -165,6 +185,7 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
           await sdk.shutdown();
         } finally {
           dispatcher?.uninstall();
+          httpDeadlines?.uninstall();
           await probe?.close().catch(() => undefined);
           health.close();
           // The process-wide catalog is closed for good: only a start with a catalog of its own may follow.

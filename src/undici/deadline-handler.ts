@@ -1,14 +1,11 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { DeadlineExceededError, type DeadlineSource } from '../deadline/index.js';
+import { DeadlineExceededError, DeadlineTimer, type DeadlineSource } from '../deadline/index.js';
 
 type Controller = Dispatcher.DispatchController;
 type Handler = Dispatcher.DispatchHandler;
 type Callback = (this: DeadlineHandler, ...args: never[]) => unknown;
-
-// setTimeout overflows above 2^31-1 ms and fires at once; longer waits re-arm in steps.
-const MAX_TIMER_MS = 2_147_483_647;
 
 /** Hands a handler, at dispatch, a way to take its request out of a dispatcher's queue. */
 export type QueuedAbortHook = (cancel: (reason: Error) => void) => void;
@@ -32,7 +29,7 @@ export abstract class DeadlineHandler {
   readonly #inner: Handler;
   readonly #at: number;
   readonly #source: DeadlineSource;
-  #timer: NodeJS.Timeout | undefined;
+  #timer: DeadlineTimer | undefined;
   #controller: Controller | undefined;
   #cancelQueued: ((reason: Error) => void) | undefined;
   #expired: DeadlineExceededError | undefined;
@@ -47,12 +44,9 @@ export abstract class DeadlineHandler {
 
   /** Arms the deadline timer; call once, right before dispatching. */
   arm(): void {
-    this.#timer = setTimeout(
-      () => {
-        this.#expire();
-      },
-      Math.min(MAX_TIMER_MS, Math.max(0, this.#at - Date.now())),
-    ).unref();
+    this.#timer = new DeadlineTimer(this.#at, () => {
+      this.#expire();
+    });
   }
 
   /** The dispatch threw synchronously: the caller already has the error, the timer must go. */
@@ -113,14 +107,6 @@ export abstract class DeadlineHandler {
   }
 
   #expire(): void {
-    // A timer can fire a little early; the deadline is a promise about the clock, not the timer.
-    const early = this.#at - Date.now();
-    if (early > 0) {
-      this.#timer = setTimeout(() => {
-        this.#expire();
-      }, Math.min(MAX_TIMER_MS, early)).unref();
-      return;
-    }
     this.#timer = undefined;
     const error = new DeadlineExceededError(this.#at, this.#source);
     this.#expired = error;
@@ -137,7 +123,7 @@ export abstract class DeadlineHandler {
   }
 
   #settle(): void {
-    clearTimeout(this.#timer);
+    this.#timer?.cancel();
     this.#timer = undefined;
     this.#cancelQueued = undefined;
   }

@@ -1,8 +1,8 @@
 import { context } from '@opentelemetry/api';
 import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
-import { contextWithDeadline, deadlineOf, DeadlineScope, type DeadlineSource } from '../deadline/index.js';
-import { DeadlinePolicy, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
+import { contextWithDeadline, deadlineOf, DeadlineScope } from '../deadline/index.js';
+import { callDeadline, DeadlinePolicy, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
 import { undiciRejects, wrapWithDeadline, type QueuedAbortHook } from './deadline-handler.js';
 
 /**
@@ -34,25 +34,16 @@ export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispat
   return (dispatch) =>
     function dispatchWithDeadline(opts: DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
       const active = context.active();
-      const current = deadlineOf(active);
-      let at = current?.at;
-      let source: DeadlineSource | undefined = current?.source;
-      if (!policy.empty) {
-        const budget = policy.ruleTimeout(requestAttributes(opts)) ?? (current === undefined ? policy.defaultTimeoutMs : undefined);
-        const policyAt = budget === undefined ? undefined : Date.now() + budget;
-        if (policyAt !== undefined && (at === undefined || policyAt < at)) {
-          at = policyAt;
-          source = 'policy';
-        }
-      }
+      const deadline = callDeadline(policy, deadlineOf(active), () => requestAttributes(opts));
       // A handler undici would refuse goes to undici unwrapped: the caller gets its error, not a hang.
-      if (at === undefined || source === undefined || undiciRejects(handler, opts)) return dispatch(opts, handler);
+      if (deadline === undefined || undiciRejects(handler, opts)) return dispatch(opts, handler);
 
+      const { at, source } = deadline;
       const deadlineHandler = wrapWithDeadline(handler, at, source);
       const dispatchOpts = kQueuedAbort === undefined ? opts : { ...opts, [kQueuedAbort]: chainHooks(deadlineHandler.queuedAbortHook, opts[kQueuedAbort]) };
       deadlineHandler.arm();
       try {
-        if (at === current?.at) return dispatch(dispatchOpts, deadlineHandler);
+        if (!deadline.fromPolicy) return dispatch(dispatchOpts, deadlineHandler);
         // The policy tightened the deadline: let the client span and the propagated header see it.
         const scope = new DeadlineScope(at, source);
         return context.with(contextWithDeadline(active, scope), () => dispatch(dispatchOpts, deadlineHandler));

@@ -1,0 +1,118 @@
+import { context, propagation } from '@opentelemetry/api';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import type { ClientRequest, IncomingMessage } from 'node:http';
+import { DeadlineExceededError, DeadlineTimer, deadlineOf, markEndedByDeadline } from '../deadline/index.js';
+import { callDeadline, DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
+import { DEADLINE_HEADER, deadlineHeaderValue } from '../propagation/index.js';
+
+/** Node publishes every outgoing node:http/https request here, synchronously, in the caller's context. */
+const CREATED = 'http.client.request.created';
+
+/** The installed node:http deadlines, and the way back. */
+export interface InstalledHttpDeadlines {
+  /** Stops bounding new requests; requests already bounded keep their deadline. Idempotent. */
+  uninstall(): void;
+}
+
+/** Deadlines a policy rule or the default gave, by request: the client span records them. */
+const fromPolicy = new WeakMap<ClientRequest, CallDeadline>();
+
+/**
+ * Bounds every outgoing `http.request`/`https.request`/`get` — and so axios, got, node-fetch 2,
+ * superagent, the AWS SDK's `NodeHttpHandler` and every other library built on them — by the
+ * deadline in the OpenTelemetry context, or the policy's, whichever is sooner (the same rules as
+ * the undici dispatcher). At the deadline the request is destroyed with a `DeadlineExceededError`
+ * in whatever phase it is: queued in an `http.Agent`, resolving DNS, connecting, in the TLS
+ * handshake, waiting for the response head or streaming the body. The destroyed socket is not
+ * returned to the agent's pool. A request that ends first leaves no timer behind.
+ *
+ * It listens on Node's `http.client.request.created` diagnostics channel: no module is patched, so
+ * it also covers clients loaded before it, from ESM or CommonJS, and the http instrumentation of
+ * OpenTelemetry is not needed (with it, client spans get the deadline attributes).
+ * @example
+ * ```ts
+ * installHttpDeadlines({ defaultTimeoutMs: 30_000 });
+ * await withTimeout(2_000, () => axios.get('https://api.example.com/items')); // ends by 2 s
+ * ```
+ */
+export function installHttpDeadlines(options: DeadlinePolicyOptions = {}): InstalledHttpDeadlines {
+  const policy = new DeadlinePolicy(options);
+  const onCreated = (message: unknown): void => {
+    const { request } = message as { request: ClientRequest };
+    bound(request, policy);
+  };
+  subscribe(CREATED, onCreated);
+  let installed = true;
+  return {
+    uninstall() {
+      if (!installed) return;
+      installed = false;
+      unsubscribe(CREATED, onCreated);
+    },
+  };
+}
+
+/** The deadline a policy rule or the default gave `request`, when the context did not carry it. */
+export function policyDeadlineOf(request: ClientRequest): CallDeadline | undefined {
+  return fromPolicy.get(request);
+}
+
+function bound(request: ClientRequest, policy: DeadlinePolicy): void {
+  const deadline = callDeadline(policy, deadlineOf(context.active()), () => requestAttributes(request));
+  if (deadline === undefined) return;
+  if (deadline.fromPolicy) {
+    fromPolicy.set(request, deadline);
+    // The propagator sent the context's budget (or none): the callee must see the one applied.
+    if (!request.headersSent && propagation.fields().includes(DEADLINE_HEADER)) request.setHeader(DEADLINE_HEADER, deadlineHeaderValue(deadline.at));
+  }
+  const timer = new DeadlineTimer(deadline.at, () => {
+    expire(request, new DeadlineExceededError(deadline.at, deadline.source));
+  });
+  request.once('close', () => {
+    timer.cancel();
+  });
+}
+
+function expire(request: ClientRequest, error: DeadlineExceededError): void {
+  markEndedByDeadline(request);
+  const response = (request as ClientRequest & { res?: IncomingMessage | null }).res;
+  if (response) {
+    markEndedByDeadline(response);
+    // The response first: a caller streaming the body must see the deadline, not a reset socket.
+    response.destroy(error);
+  }
+  request.destroy(error);
+  // Queued in its agent (maxSockets reached), a destroyed request would fail only once a socket
+  // frees up. Take it out of the queue and fail it now, as an agent does when it cannot connect.
+  if (!request.socket && leaveAgentQueue(request)) (request.onSocket as unknown as (socket: undefined, err: Error) => void).call(request, undefined, error);
+}
+
+/** Removes `request` from its agent's queue of requests waiting for a socket; false if not queued. */
+function leaveAgentQueue(request: ClientRequest): boolean {
+  const agent = (request as ClientRequest & { agent?: { requests?: Record<string, ClientRequest[] | undefined> } }).agent;
+  for (const queue of Object.values(agent?.requests ?? {})) {
+    const index = queue?.indexOf(request) ?? -1;
+    if (queue === undefined || index === -1) continue;
+    queue.splice(index, 1); // an emptied queue may stay: the agent reads only its length
+    return true;
+  }
+  return false;
+}
+
+const DEFAULT_PORTS: Readonly<Record<string, number>> = { 'http:': 80, 'https:': 443 };
+
+/** The semantic-convention attributes a policy rule can match, from the request. */
+function requestAttributes(request: ClientRequest): RequestAttributes {
+  const query = request.path.indexOf('?');
+  const host = request.getHeader('host');
+  const port = typeof host === 'string' ? /:(\d+)$/.exec(host)?.[1] : undefined;
+  const attributes: Record<string, string | number> = {
+    'http.request.method': request.method,
+    'url.path': query === -1 ? request.path : request.path.slice(0, query),
+    'server.address': request.host,
+    'url.scheme': request.protocol.slice(0, -1),
+  };
+  const serverPort = port === undefined ? DEFAULT_PORTS[request.protocol] : Number(port);
+  if (serverPort !== undefined) attributes['server.port'] = serverPort;
+  return attributes;
+}

@@ -1,0 +1,3 @@
+export { installHttpDeadlines, type InstalledHttpDeadlines } from './http-deadlines.js';
+// For lifeline's SDK wiring (client spans record a deadline the policy gave); not re-exported by the package.
+export { policyDeadlineOf } from './http-deadlines.js';

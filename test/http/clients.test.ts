@@ -1,0 +1,190 @@
+import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
+import { createHook } from 'node:async_hooks';
+import { Agent as HttpAgent } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Health, isDeadlineExceeded, withDeadline, withTimeout } from '../../src/index.js';
+import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
+import type { Client } from '../support/clients.js';
+import { answersOk, neverAnswers, selfSignedCertificate, serve, serveTls, stallsBody, stallsHandshake, type TestServer } from '../support/servers.js';
+
+/**
+ * Every HTTP client a Node service uses, against real loopback servers that stall in each phase,
+ * under a deadline: the call ends at the deadline with an error `isDeadlineExceeded` recognises
+ * through the client's own wrapping, and its client span says so. (The blackholed connect phase is
+ * in test/faults, which needs network namespaces.)
+ */
+const DEADLINE_MS = 300;
+// Timers and socket teardown take a few ms; 50 ms is the bound lifeline promises.
+const LATE_MS = 50;
+
+// Loaded once the SDK runs, as in a service under `--import lifeline/register`: OpenTelemetry's http
+// instrumentation patches node:http when a client requires it after the SDK started.
+let CLIENTS: Readonly<Record<string, Client>> = {};
+const NODE_HTTP_CLIENTS = ['node:http(s)', 'axios', 'got', 'node-fetch@2', '@aws-sdk/client-s3'] as const;
+const exporter = new InMemorySpanExporter();
+let lifeline: Lifeline;
+const servers: Record<string, TestServer> = {};
+const policyHeaders: string[] = [];
+beforeAll(async () => {
+  servers.policy = await serve((req, res) => {
+    policyHeaders.push(String(req.headers['x-request-timeout-ms']));
+    res.end('ok');
+  });
+  lifeline = await startLifeline({
+    spanProcessors: [new SimpleSpanProcessor({ exporter })],
+    health: new Health(),
+    probe: false,
+    handleSigterm: false,
+    deadlines: { policy: [{ match: { 'server.port': servers.policy.port }, timeoutMs: 1_500 }] },
+  });
+  const clients = await import('../support/clients.js');
+  CLIENTS = clients.CLIENTS;
+  const credentials = selfSignedCertificate();
+  clients.tls.ca = credentials.cert;
+  servers.head = await serve(neverAnswers);
+  servers.body = await serve(stallsBody);
+  servers.ok = await serve(answersOk);
+  servers.tlsHead = await serveTls(credentials, neverAnswers);
+  servers.tlsBody = await serveTls(credentials, stallsBody);
+  servers.handshake = await stallsHandshake();
+  // Each client's abort path once, cold: the first abort in a process compiles its code paths.
+  await Promise.all(Object.values(CLIENTS).map((call) => withTimeout(20, () => call(`${servers.head?.url ?? ''}/warm-up`)).catch(() => undefined)));
+});
+afterAll(async () => {
+  await Promise.all(Object.values(servers).map((s) => s.close()));
+  await lifeline.shutdown();
+});
+
+/**
+ * Runs `call` under a deadline DEADLINE_MS from now. `lateMs` is how long after the deadline the
+ * call failed, counted from when a plain timer for the same instant fired: on a loaded machine the
+ * event loop itself may be late, and that is not the deadline's doing.
+ */
+async function underDeadline(call: () => Promise<unknown>): Promise<{ error: unknown; lateMs: number }> {
+  const at = Date.now() + DEADLINE_MS;
+  let loopAt = Number.POSITIVE_INFINITY;
+  const control = setTimeout(() => (loopAt = Date.now()), DEADLINE_MS);
+  try {
+    await withDeadline(at, call);
+  } catch (error) {
+    const failedAt = Date.now();
+    clearTimeout(control);
+    return { error, lateMs: failedAt - Math.max(at, Math.min(loopAt, failedAt)) };
+  }
+  throw new Error('the call completed although its server never finishes');
+}
+
+/** The client span of the call to `port`, once it has ended. */
+async function clientSpan(port: number) {
+  for (let turn = 0; turn < 50; turn++) {
+    const span = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.CLIENT && s.attributes['server.port'] === port);
+    if (span !== undefined) return span;
+    await new Promise((resolve) => setImmediate(resolve)); // the span ends a few turns after the caller's error
+  }
+  return undefined;
+}
+
+const HTTPS_CLIENTS = NODE_HTTP_CLIENTS; // fetch and undici.request cannot trust a self-signed CA without a dispatcher of their own
+const cases: [client: string, phase: string, server: string, path: string][] = [
+  ...['global fetch', 'undici.request', ...NODE_HTTP_CLIENTS].flatMap((client) => [
+    [client, 'waiting for the response head', 'head', '/head'] as [string, string, string, string],
+    [client, 'streaming a body that stalls', 'body', '/body'] as [string, string, string, string],
+    [client, 'in a TLS handshake that never completes', 'handshake', '/handshake'] as [string, string, string, string],
+  ]),
+  ...HTTPS_CLIENTS.flatMap((client) => [
+    [client, 'over TLS, waiting for the response head', 'tlsHead', '/head'] as [string, string, string, string],
+    [client, 'over TLS, streaming a body that stalls', 'tlsBody', '/body'] as [string, string, string, string],
+  ]),
+];
+
+describe.each(cases)('%s %s', (client, _phase, server, path) => {
+  it('ends at the deadline with a recognised error, and its client span says so', async () => {
+    const call = CLIENTS[client];
+    const target = servers[server];
+    if (call === undefined || target === undefined) throw new Error(`${client} ${server}`);
+    const { error, lateMs } = await underDeadline(() => call(`${target.url}${path}`));
+    expect(isDeadlineExceeded(error), String(error)).toBe(true);
+    expect(lateMs).toBeGreaterThanOrEqual(0);
+    expect(lateMs).toBeLessThan(LATE_MS);
+    const span = await clientSpan(target.port);
+    expect(span?.attributes['lifeline.deadline.exceeded']).toBe(true);
+    expect(span?.attributes['error.type']).toBe('timeout');
+    expect(span?.status.code).toBe(SpanStatusCode.ERROR);
+    expect(span?.attributes['lifeline.deadline.source']).toBe('scope');
+  });
+});
+
+describe.each(NODE_HTTP_CLIENTS)('%s queued in an http.Agent with maxSockets reached', (client) => {
+  it('ends at the deadline; the agent serves the next call normally', async () => {
+    const call = CLIENTS[client];
+    const head = servers.head;
+    const ok = servers.ok;
+    if (call === undefined || head === undefined || ok === undefined) throw new Error(client);
+    const agent = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+    try {
+      // The one socket is taken by a call that waits for its deadline 2 s out.
+      const blocker = withTimeout(2_000, () => call(`${head.url}/blocker`, { agent })).catch((e: unknown) => e);
+      const { error, lateMs } = await underDeadline(() => call(`${head.url}/queued`, { agent }));
+      expect(isDeadlineExceeded(error), String(error)).toBe(true);
+      expect(lateMs).toBeLessThan(LATE_MS);
+      expect(Object.values(agent.requests).flat()).toEqual([]); // out of the queue
+      expect(isDeadlineExceeded(await blocker)).toBe(true);
+      // The blocker's socket was destroyed by its deadline, not handed back to the pool.
+      expect(Object.values(agent.freeSockets).flat()).toEqual([]);
+      expect(await withTimeout(5_000, () => call(`${ok.url}/after`, { agent }))).toBe('ok');
+    } finally {
+      agent.destroy();
+    }
+  });
+});
+
+describe('calls that end before their deadline', () => {
+  it.each(NODE_HTTP_CLIENTS)('%s: no timer and no listener left behind; keep-alive sockets reused', async (client) => {
+    const call = CLIENTS[client];
+    const ok = servers.ok;
+    if (call === undefined || ok === undefined) throw new Error(client);
+    const agent = new HttpAgent({ keepAlive: true, maxSockets: 4 });
+    try {
+      await withTimeout(5_000, () => call(`${ok.url}/warm`, { agent }));
+      // Deadline timers are the Timeouts of exactly our 60 s budget: each must be cleared by its call's end.
+      const live = new Set<number>();
+      let created = 0;
+      const hook = createHook({
+        init(id, type, _trigger, resource) {
+          const idle = (resource as { _idleTimeout?: number })._idleTimeout ?? 0;
+          if (type !== 'Timeout' || idle <= 59_000 || idle > 60_000) return;
+          created++;
+          live.add(id);
+        },
+        destroy(id) {
+          live.delete(id);
+        },
+      }).enable();
+      try {
+        for (let i = 0; i < 50; i++) expect(await withTimeout(60_000, () => call(`${ok.url}/${String(i)}`, { agent }))).toBe('ok');
+        await new Promise((resolve) => setImmediate(resolve));
+      } finally {
+        hook.disable();
+      }
+      expect(created).toBe(50);
+      expect(live.size).toBe(0);
+      expect(Object.values(agent.freeSockets).flat().length).toBe(1); // one connection, reused 50 times
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it('a policy deadline on a node:http call is recorded on its span and sent downstream', async () => {
+    const target = servers.policy;
+    const call = CLIENTS['node:http(s)'];
+    if (target === undefined || call === undefined) throw new Error('setup');
+    exporter.reset();
+    expect(await call(`${target.url}/policy`)).toBe('ok');
+    const span = await clientSpan(target.port);
+    expect(span?.attributes['lifeline.deadline.source']).toBe('policy');
+    expect(span?.attributes['lifeline.deadline.missing']).toBe(false);
+    expect(Number(policyHeaders[0])).toBeGreaterThan(1_000);
+    expect(Number(policyHeaders[0])).toBeLessThanOrEqual(1_500);
+  });
+});
