@@ -90,10 +90,13 @@ function expire(request: ClientRequest, error: DeadlineExceededError): void {
 /** Removes `request` from its agent's queue of requests waiting for a socket; false if not queued. */
 function leaveAgentQueue(request: ClientRequest): boolean {
   const agent = (request as ClientRequest & { agent?: { requests?: Record<string, ClientRequest[] | undefined> } }).agent;
-  for (const queue of Object.values(agent?.requests ?? {})) {
+  const queues = agent?.requests ?? {};
+  for (const [name, queue] of Object.entries(queues)) {
     const index = queue?.indexOf(request) ?? -1;
     if (queue === undefined || index === -1) continue;
-    queue.splice(index, 1); // an emptied queue may stay: the agent reads only its length
+    queue.splice(index, 1);
+    // The agent deletes a drained queue and, when a socket frees, takes [0] of every queue it has.
+    if (queue.length === 0) Reflect.deleteProperty(queues, name);
     return true;
   }
   return false;
