@@ -46,6 +46,7 @@ export {
 } from './diagnostics/index.js';
 export { type DeadlinePolicyOptions, type DeadlineRule, type RuleValue } from './policy/index.js';
 export { installHttpDeadlines, type InstalledHttpDeadlines } from './http/index.js';
+export { grpcDeadlineInterceptor } from './grpc/index.js';
 export { deadlineInterceptor, installDeadlineDispatcher, type DeadlineDispatcherOptions, type InstalledDeadlineDispatcher } from './undici/index.js';
 export type { Logger } from './log/index.js';
 

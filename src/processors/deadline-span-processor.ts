@@ -59,8 +59,13 @@ export function recordDeadline(span: ApiSpan, deadline: { readonly at: number; r
   });
 }
 
+/** gRPC's status DEADLINE_EXCEEDED, as OpenTelemetry's grpc instrumentation records it. */
+const GRPC_DEADLINE_EXCEEDED = 4;
+
 function endedByDeadline(span: Span): boolean {
   if (span.attributes[ATTR_ERROR_TYPE] === DEADLINE_ERROR_CODE) return true;
+  // A gRPC call that carried a deadline and ended with DEADLINE_EXCEEDED (either side may end it).
+  if (span.attributes['rpc.grpc.status_code'] === GRPC_DEADLINE_EXCEEDED && span.attributes[ATTR_DEADLINE_AT] !== undefined) return true;
   // recordException names the type by the error's `code` when it has one, else by its `name`.
   return span.events.some((event) => {
     const type = event.name === 'exception' ? event.attributes?.['exception.type'] : undefined;

@@ -1,6 +1,7 @@
 import { trace } from '@opentelemetry/api';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { Instrumentation } from '@opentelemetry/instrumentation';
+import { GrpcInstrumentation } from '@opentelemetry/instrumentation-grpc';
 import { HttpInstrumentation, type HttpInstrumentationConfig } from '@opentelemetry/instrumentation-http';
 import { PinoInstrumentation } from '@opentelemetry/instrumentation-pino';
 import { UndiciInstrumentation, type UndiciInstrumentationConfig } from '@opentelemetry/instrumentation-undici';
@@ -32,6 +33,7 @@ import {
   type ProbeServerOptions,
 } from '../index.js';
 import { batchProcessorFromEnv, traceExportersFromEnv } from './exporters-from-env.js';
+import { GrpcDeadlineInstrumentation } from './grpc-deadline-instrumentation.js';
 
 /** Options of {@link startLifeline}. */
 export interface LifelineOptions {
@@ -122,12 +124,16 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
     ...(options.spanProcessors ?? (options.traceExporter ? [options.traceExporter] : traceExportersFromEnv()).map((exporter) => batchProcessorFromEnv(exporter))),
   ];
   let probePort: number | undefined;
+  const { dispatcher: _given, ...deadlinePolicy } = options.deadlines === false ? {} : (options.deadlines ?? {});
   const config: Partial<NodeSDKConfiguration> = {
     spanProcessors,
     textMapPropagator: new CompositePropagator({
       propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator(), new DeadlinePropagator(options.propagation)],
     }),
     instrumentations: [
+      // Before OpenTelemetry's grpc instrumentation, so deadlines reach handlers it wraps.
+      ...(options.deadlines === false ? [] : [new GrpcDeadlineInstrumentation({ ...deadlinePolicy, ...(options.propagation?.maxInboundMs === undefined ? {} : { maxInboundMs: options.propagation.maxInboundMs }) })]),
+      new GrpcInstrumentation(),
       new UndiciInstrumentation(options.undici),
       new HttpInstrumentation({
         ...options.http,
@@ -154,9 +160,8 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
   let probe: ProbeServer | undefined;
   try {
     if (options.deadlines !== false) {
-      const { dispatcher: _given, ...policy } = options.deadlines ?? {};
       dispatcher = installDeadlineDispatcher(options.deadlines);
-      httpDeadlines = installHttpDeadlines(policy);
+      httpDeadlines = installHttpDeadlines(deadlinePolicy);
     }
     probe = options.probe === false ? undefined : await startProbeServer({ ...options.probe, ...(options.logger ? { logger: options.logger } : {}), health });
     probePort = probe?.port;

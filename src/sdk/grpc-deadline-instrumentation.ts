@@ -1,0 +1,138 @@
+import { SpanKind, trace } from '@opentelemetry/api';
+import { InstrumentationBase, InstrumentationNodeModuleDefinition, InstrumentationNodeModuleFile, isWrapped, type InstrumentationConfig } from '@opentelemetry/instrumentation';
+import { createRequire } from 'node:module';
+import { invalidOption } from '../errors/index.js';
+import { grpcCallDeadline, runWithInboundDeadline } from '../grpc/index.js';
+import { DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions } from '../policy/index.js';
+import { recordDeadline } from '../processors/index.js';
+
+/** Options of {@link GrpcDeadlineInstrumentation}. */
+export interface GrpcDeadlineInstrumentationConfig extends InstrumentationConfig, DeadlinePolicyOptions {
+  /** Inbound `grpc-timeout` budgets above this are clamped to it, as for HTTP. Default 300 000 (5 min). */
+  maxInboundMs?: number;
+}
+
+type Handler = (this: unknown, call: { getDeadline?: () => Date | number }, callback?: unknown) => unknown;
+type AddService = (this: unknown, service: Record<string, { originalName?: string } | undefined>, implementation: unknown) => void;
+type GetInterceptingCall = (this: unknown, interceptorArgs: unknown, methodDefinition: { path?: string } | undefined, options: { deadline?: Date | number }, channel: { getTarget?: () => string }) => unknown;
+interface GrpcModule {
+  Server: { prototype: { addService: AddService } };
+}
+interface InterceptorsModule {
+  getInterceptingCall: GetInterceptingCall;
+}
+
+const SUPPORTED = ['^1.0.0'];
+
+/**
+ * Deadlines for `@grpc/grpc-js`, with nothing to change in the app. Client calls get the context's
+ * deadline (or the policy's) as their gRPC `deadline` unless they set an earlier one, so
+ * `grpc-timeout` goes on the wire and the call ends with `DEADLINE_EXCEEDED`. Handlers of services
+ * added with `server.addService` run under the caller's deadline (`source` `inbound`, clamped to `maxInboundMs`). `startLifeline`
+ * includes it; add it to your own NodeSDK's instrumentations otherwise.
+ */
+export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlineInstrumentationConfig> {
+  #policy: DeadlinePolicy | undefined;
+
+  constructor(config: GrpcDeadlineInstrumentationConfig = {}) {
+    const { maxInboundMs = 300_000 } = config;
+    if (typeof maxInboundMs !== 'number' || !(maxInboundMs > 0 && maxInboundMs <= 1e12)) throw invalidOption('maxInboundMs', maxInboundMs, 'a number of ms > 0 (at most 1e12)');
+    const policy = new DeadlinePolicy(config); // a bad policy throws before anything is patched
+    super('lifeline-grpc-deadlines', '0.1.0', config);
+    this.#policy = policy;
+  }
+
+  protected init(): InstrumentationNodeModuleDefinition {
+    return new InstrumentationNodeModuleDefinition(
+      '@grpc/grpc-js',
+      SUPPORTED,
+      (exports: GrpcModule) => {
+        this._wrap(exports.Server.prototype, 'addService', (original: AddService) => this.#addService(original));
+        // grpc-js is often loaded before any hook exists (OpenTelemetry's SDK loads it for its gRPC
+        // exporter), and its internal files are never required again: patch the one we need now.
+        const interceptors = internalFile(exports, './client-interceptors.js') as InterceptorsModule | undefined;
+        if (interceptors !== undefined) this.#patchInterceptors(interceptors);
+        return exports;
+      },
+      (exports: GrpcModule) => {
+        this._unwrap(exports.Server.prototype, 'addService');
+        return exports;
+      },
+      [
+        new InstrumentationNodeModuleFile(
+          '@grpc/grpc-js/build/src/client-interceptors.js',
+          SUPPORTED,
+          (exports: InterceptorsModule) => {
+            this.#patchInterceptors(exports);
+            return exports;
+          },
+          (exports: InterceptorsModule) => {
+            this._unwrap(exports, 'getInterceptingCall');
+            return exports;
+          },
+        ),
+      ],
+    );
+  }
+
+  #patchInterceptors(exports: InterceptorsModule): void {
+    if (isWrapped(exports.getInterceptingCall)) return;
+    this._wrap(exports, 'getInterceptingCall', (original: GetInterceptingCall) => this.#getInterceptingCall(original));
+  }
+
+  // Every client call of any kind passes here, in the caller's context, with its call options.
+  #getInterceptingCall(original: GetInterceptingCall): GetInterceptingCall {
+    const policyOf = (): DeadlinePolicy => (this.#policy ??= new DeadlinePolicy());
+    return function getInterceptingCall(interceptorArgs, methodDefinition, options, channel) {
+      const policy = policyOf();
+      const deadline = grpcCallDeadline(policy, options.deadline, methodDefinition?.path, () => channel.getTarget?.() ?? '');
+      if (deadline === undefined) return original.call(this, interceptorArgs, methodDefinition, options, channel);
+      if (deadline.fromPolicy) recordOnGrpcClientSpan(deadline);
+      return original.call(this, interceptorArgs, methodDefinition, { ...options, deadline: deadline.at }, channel);
+    };
+  }
+
+  // Handlers are wrapped as the service is added, before grpc-js stores them: OpenTelemetry's own
+  // server wrapper (which starts from a fresh context, and replaces other wrappers of `register`)
+  // stays outside, and the deadline reaches the handler.
+  #addService(original: AddService): AddService {
+    const maxInboundMs = this.getConfig().maxInboundMs ?? 300_000;
+    return function addService(service, implementation) {
+      if (typeof implementation !== 'object' || implementation === null) {
+        original.call(this, service, implementation);
+        return;
+      }
+      // The app's implementation stays untouched (it may be a class instance): wrapped copies on top.
+      const withDeadlines = Object.create(implementation) as Record<string, unknown>;
+      for (const [name, attributes] of Object.entries(service)) {
+        for (const key of [name, attributes?.originalName]) {
+          const handler = key === undefined ? undefined : (implementation as Record<string, unknown>)[key];
+          if (key === undefined || typeof handler !== 'function') continue;
+          withDeadlines[key] = function (this: unknown, call: { getDeadline?: () => Date | number }, callback?: unknown): unknown {
+            return runWithInboundDeadline(call.getDeadline?.(), maxInboundMs, () => (handler as Handler).call(this, call, callback));
+          };
+        }
+      }
+      original.call(this, service, withDeadlines);
+    };
+  }
+}
+
+/** A policy deadline set after the gRPC client span started: record it there (not on a caller's span). */
+function recordOnGrpcClientSpan(deadline: CallDeadline): void {
+  const span = trace.getActiveSpan() as (ReturnType<typeof trace.getActiveSpan> & { kind?: SpanKind; attributes?: Record<string, unknown> }) | undefined;
+  if (span?.kind === SpanKind.CLIENT && span.attributes?.['rpc.system'] === 'grpc') recordDeadline(span, deadline, true);
+}
+
+const requireHere = createRequire(import.meta.url);
+
+/** The exports of `relative` next to the loaded CommonJS module whose exports are `moduleExports`. */
+function internalFile(moduleExports: object, relative: string): unknown {
+  const loaded = Object.values(requireHere.cache).find((module) => module?.exports === moduleExports);
+  if (loaded === undefined) return undefined;
+  try {
+    return createRequire(loaded.filename)(relative);
+  } catch {
+    return undefined; // another layout of grpc-js: the file hook above still covers a later load
+  }
+}

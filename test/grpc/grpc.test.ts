@@ -1,0 +1,97 @@
+import type * as Grpc from '@grpc/grpc-js';
+import { SpanKind } from '@opentelemetry/api';
+import { createRequire } from 'node:module';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { currentDeadline, Health, isDeadlineExceeded, withDeadline, withTimeout } from '../../src/index.js';
+import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
+import { serverStream, startGrpcService, unary, type GrpcService } from '../support/grpc.js';
+
+/**
+ * @grpc/grpc-js under startLifeline, against a real gRPC server on loopback: client calls carry
+ * the context's deadline as their gRPC deadline, server handlers run under the caller's.
+ */
+const exporter = new InMemorySpanExporter();
+let lifeline: Lifeline;
+let service: GrpcService;
+beforeAll(async () => {
+  lifeline = await startLifeline({
+    spanProcessors: [new SimpleSpanProcessor({ exporter })],
+    health: new Health(),
+    probe: false,
+    handleSigterm: false,
+    propagation: { maxInboundMs: 10_000 },
+  });
+  // Required after the SDK started, as a CommonJS service under `--import lifeline/register` does.
+  const grpc = createRequire(import.meta.url)('@grpc/grpc-js') as typeof Grpc;
+  service = await startGrpcService(grpc, currentDeadline);
+  await unary(service.client, 'Hello', {}); // connect and warm up
+});
+afterAll(async () => {
+  await service.close();
+  await lifeline.shutdown();
+});
+
+async function underDeadline(ms: number, call: () => Promise<unknown>): Promise<{ error: unknown; lateMs: number }> {
+  const at = Date.now() + ms;
+  let loopAt = Number.POSITIVE_INFINITY;
+  const control = setTimeout(() => (loopAt = Date.now()), ms);
+  try {
+    await withDeadline(at, call);
+  } catch (error) {
+    const failedAt = Date.now();
+    clearTimeout(control);
+    return { error, lateMs: failedAt - Math.max(at, Math.min(loopAt, failedAt)) };
+  }
+  throw new Error('the call completed although its server never finishes');
+}
+
+describe('gRPC clients (grpc-js) under a deadline', () => {
+  it.each([
+    ['unary, no answer', () => unary(service.client, 'Stall', {})],
+    ['server streaming, stalled after the first message', () => serverStream(service.client, 'Trickle', {})],
+  ])('%s: DEADLINE_EXCEEDED at the deadline, recognised, on the client span', async (_case, call) => {
+    exporter.reset();
+    const { error, lateMs } = await underDeadline(300, call);
+    expect((error as { code?: number }).code).toBe(4); // DEADLINE_EXCEEDED, the standard way
+    expect(isDeadlineExceeded(error)).toBe(true);
+    expect(lateMs).toBeLessThan(50);
+    const span = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.CLIENT && s.attributes['rpc.system'] === 'grpc');
+    expect(span?.attributes['lifeline.deadline.source']).toBe('scope');
+    expect(span?.attributes['lifeline.deadline.exceeded']).toBe(true);
+    expect(span?.attributes['error.type']).toBe('timeout');
+  });
+
+  it("keeps the caller's own earlier gRPC deadline", async () => {
+    const started = Date.now();
+    const error = await withTimeout(5_000, () => unary(service.client, 'Stall', {}, { deadline: Date.now() + 200 })).catch((e: unknown) => e);
+    expect(isDeadlineExceeded(error)).toBe(true);
+    expect(Date.now() - started).toBeLessThan(1_000);
+  });
+
+  it('sends grpc-timeout on the wire: the server handler runs under it, as its inbound deadline', async () => {
+    const seen = (await withTimeout(2_000, () => unary(service.client, 'Deadline', {}))) as { at?: number; source: string | null };
+    expect(seen?.source).toBe('inbound');
+    expect(Math.abs((seen?.at ?? 0) - (Date.now() + 2_000))).toBeLessThan(200);
+  });
+});
+
+describe('gRPC servers', () => {
+  it("run a handler under the caller's grpc-timeout (no lifeline on the caller's side)", async () => {
+    // An explicit gRPC deadline and no lifeline context: only grpc-timeout carries it.
+    const seen = (await unary(service.client, 'Deadline', {}, { deadline: Date.now() + 3_000 })) as { at?: number; source: string | null };
+    expect(seen?.source).toBe('inbound');
+    expect(Math.abs((seen?.at ?? 0) - (Date.now() + 3_000))).toBeLessThan(200);
+  });
+
+  it('clamp an inbound budget to maxInboundMs, as for HTTP', async () => {
+    const seen = (await unary(service.client, 'Deadline', {}, { deadline: Date.now() + 600_000 })) as { at?: number; source: string | null };
+    expect(seen?.source).toBe('inbound');
+    expect((seen?.at ?? 0) - Date.now()).toBeLessThanOrEqual(10_000);
+    expect((seen?.at ?? 0) - Date.now()).toBeGreaterThan(9_000);
+  });
+
+  it('leave a call without a deadline unbounded', async () => {
+    expect(await unary(service.client, 'Deadline', {})).toEqual({ source: null });
+  });
+});
