@@ -1,12 +1,15 @@
 // (c) A service with a stuck dependency: the dependency accepts requests and never answers.
-// - `poller` (liveness) calls it with fetch inside tick.run: every call is aborted at the tick
-//   deadline (error.type=timeout, lifeline.deadline.exceeded=true) and poller stays healthy.
-// - `reporter` (liveness) calls it with node:http, which no deadline reaches: it hangs, stops
-//   taking ticks, turns unhealthy, and lifeline exports a `health verdict` with the diagnostic
-//   (the in-flight GET, the function that made it, the socket) and `(in flight)` snapshot spans.
+// - `poller` (liveness) calls it with fetch, `reporter` (liveness) with node:http, each inside
+//   tick.run: every call is ended at the tick deadline (error.type=timeout,
+//   lifeline.deadline.exceeded=true) and both components stay healthy.
+// - `indexer` (liveness) waits for a lock that a crashed job never released: no deadline can end
+//   a promise that never settles, so it stops taking ticks, turns unhealthy, and lifeline exports
+//   a `health verdict` with the diagnostic (the in-flight span, the function that waits, the
+//   sockets) and `(in flight)` snapshot spans.
 //
 //   LIFELINE_HEALTH_INTERVAL_MS=1000 node --import lifeline/register examples/stuck-dependency/server.mjs
 import { createServer, get } from 'node:http';
+import { trace } from '@opentelemetry/api';
 import { health } from 'lifeline';
 
 // The dependency, in this process for a self-contained example: it never answers.
@@ -18,25 +21,34 @@ async function pollInventory() {
   try {
     await (await fetch(`${dependencyUrl}/inventory?token=s3cr3t-token`)).text();
   } catch {
-    // aborted at the tick deadline: the next tick tries again
+    // ended at the tick deadline: the next tick tries again
   }
 }
 
 function sendReport() {
-  return new Promise((resolve, reject) => {
-    get(`${dependencyUrl}/report`, (res) => res.resume().on('end', resolve)).on('error', reject);
+  return new Promise((resolve) => {
+    get(`${dependencyUrl}/report`, (res) => res.resume().on('end', resolve)).on('error', resolve); // ended at the tick deadline
   });
 }
 
-const poller = health.registerLiveness('poller');
-(async () => {
-  for await (const tick of poller) await tick.run(pollInventory);
-})();
+// A lock whose holder went away without releasing it: waiting on it never ends.
+const indexLock = { held: true, waiters: [] };
+function acquireIndexLock() {
+  return indexLock.held ? new Promise((resolve) => indexLock.waiters.push(resolve)) : Promise.resolve();
+}
+function rebuildIndex() {
+  return trace.getTracer('stuck-dependency').startActiveSpan('wait for index lock', async (span) => {
+    await acquireIndexLock(); // never returns
+    span.end();
+  });
+}
 
-const reporter = health.registerLiveness('reporter');
-(async () => {
-  for await (const tick of reporter) await tick.run(sendReport); // never returns
-})();
+for (const [name, work] of [['poller', pollInventory], ['reporter', sendReport], ['indexer', rebuildIndex]]) {
+  const component = health.registerLiveness(name);
+  (async () => {
+    for await (const tick of component) await tick.run(work);
+  })();
+}
 
 const server = createServer((_req, res) => res.end('ok'));
 server.listen(Number(process.env.PORT ?? 8080), '127.0.0.1', () => {

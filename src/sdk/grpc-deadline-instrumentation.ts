@@ -31,15 +31,25 @@ const SUPPORTED = ['^1.0.0'];
  * added with `server.addService` run under the caller's deadline (`source` `inbound`, clamped to `maxInboundMs`). `startLifeline`
  * includes it; add it to your own NodeSDK's instrumentations otherwise.
  */
+// No private members: the base class patches already-loaded modules from inside its constructor,
+// before a subclass's private members exist.
 export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlineInstrumentationConfig> {
-  #policy: DeadlinePolicy | undefined;
-
   constructor(config: GrpcDeadlineInstrumentationConfig = {}) {
     const { maxInboundMs = 300_000 } = config;
     if (typeof maxInboundMs !== 'number' || !(maxInboundMs > 0 && maxInboundMs <= 1e12)) throw invalidOption('maxInboundMs', maxInboundMs, 'a number of ms > 0 (at most 1e12)');
-    const policy = new DeadlinePolicy(config); // a bad policy throws before anything is patched
+    new DeadlinePolicy(config); // a bad policy throws before anything is patched
     super('lifeline-grpc-deadlines', '0.1.0', config);
-    this.#policy = policy;
+  }
+
+  /** The policy of the current config (re-read after `setConfig`). */
+  private policy(): DeadlinePolicy {
+    const config = this.getConfig();
+    let policy = policies.get(config);
+    if (policy === undefined) {
+      policy = new DeadlinePolicy(config);
+      policies.set(config, policy);
+    }
+    return policy;
   }
 
   protected init(): InstrumentationNodeModuleDefinition {
@@ -47,11 +57,11 @@ export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlin
       '@grpc/grpc-js',
       SUPPORTED,
       (exports: GrpcModule) => {
-        this._wrap(exports.Server.prototype, 'addService', (original: AddService) => this.#addService(original));
+        this._wrap(exports.Server.prototype, 'addService', (original: AddService) => this.addService(original));
         // grpc-js is often loaded before any hook exists (OpenTelemetry's SDK loads it for its gRPC
         // exporter), and its internal files are never required again: patch the one we need now.
         const interceptors = internalFile(exports, './client-interceptors.js') as InterceptorsModule | undefined;
-        if (interceptors !== undefined) this.#patchInterceptors(interceptors);
+        if (interceptors !== undefined) this.patchInterceptors(interceptors);
         return exports;
       },
       (exports: GrpcModule) => {
@@ -63,7 +73,7 @@ export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlin
           '@grpc/grpc-js/build/src/client-interceptors.js',
           SUPPORTED,
           (exports: InterceptorsModule) => {
-            this.#patchInterceptors(exports);
+            this.patchInterceptors(exports);
             return exports;
           },
           (exports: InterceptorsModule) => {
@@ -75,14 +85,14 @@ export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlin
     );
   }
 
-  #patchInterceptors(exports: InterceptorsModule): void {
+  private patchInterceptors(exports: InterceptorsModule): void {
     if (isWrapped(exports.getInterceptingCall)) return;
-    this._wrap(exports, 'getInterceptingCall', (original: GetInterceptingCall) => this.#getInterceptingCall(original));
+    this._wrap(exports, 'getInterceptingCall', (original: GetInterceptingCall) => this.getInterceptingCall(original));
   }
 
   // Every client call of any kind passes here, in the caller's context, with its call options.
-  #getInterceptingCall(original: GetInterceptingCall): GetInterceptingCall {
-    const policyOf = (): DeadlinePolicy => (this.#policy ??= new DeadlinePolicy());
+  private getInterceptingCall(original: GetInterceptingCall): GetInterceptingCall {
+    const policyOf = (): DeadlinePolicy => this.policy();
     return function getInterceptingCall(interceptorArgs, methodDefinition, options, channel) {
       const policy = policyOf();
       const deadline = grpcCallDeadline(policy, options.deadline, methodDefinition?.path, () => channel.getTarget?.() ?? '');
@@ -95,7 +105,7 @@ export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlin
   // Handlers are wrapped as the service is added, before grpc-js stores them: OpenTelemetry's own
   // server wrapper (which starts from a fresh context, and replaces other wrappers of `register`)
   // stays outside, and the deadline reaches the handler.
-  #addService(original: AddService): AddService {
+  private addService(original: AddService): AddService {
     const maxInboundMs = this.getConfig().maxInboundMs ?? 300_000;
     return function addService(service, implementation) {
       if (typeof implementation !== 'object' || implementation === null) {
@@ -125,6 +135,7 @@ function recordOnGrpcClientSpan(deadline: CallDeadline): void {
 }
 
 const requireHere = createRequire(import.meta.url);
+const policies = new WeakMap<object, DeadlinePolicy>();
 
 /** The exports of `relative` next to the loaded CommonJS module whose exports are `moduleExports`. */
 function internalFile(moduleExports: object, relative: string): unknown {

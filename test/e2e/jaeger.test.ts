@@ -72,6 +72,12 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
       () => findTraces(stack.queryUrl, 'e2e-stuck', { 'lifeline.deadline.exceeded': 'true', 'error.type': 'timeout' }),
       (t) => spansOf(t).some((s) => s.operationName === 'GET'),
     );
+    // Both the fetch (undici) and the node:http calls were ended by their tick's deadline.
+    const abortedUrls = await eventually(
+      async () => spansOf(await findTraces(stack.queryUrl, 'e2e-stuck', { 'lifeline.deadline.exceeded': 'true', 'error.type': 'timeout' })).map((s) => String(tag(s, 'url.full'))),
+      (urls) => urls.some((u) => u.includes('/inventory')) && urls.some((u) => u.includes('/report')),
+    );
+    expect(abortedUrls.some((u) => u.includes('/report'))).toBe(true);
     const trace = aborted.find((t) => t.spans.some((s) => s.operationName === 'GET' && tag(s, 'lifeline.deadline.exceeded') === true)) as JaegerTrace;
     const call = trace.spans.find((s) => s.operationName === 'GET' && tag(s, 'lifeline.deadline.exceeded') === true) as JaegerSpan;
     expect(tag(call, 'otel.status_code')).toBe('ERROR');
@@ -91,15 +97,16 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
     expect(tag(verdict, 'otel.status_code')).toBe('ERROR');
     const diagnostic = verdict.logs.find((l) => l.fields.some((f) => f.key === 'event' && f.value === 'lifeline.diagnostic'));
     const field = (key: string) => diagnostic?.fields.find((f) => f.key === key)?.value;
-    expect(String(field('lifeline.diagnostic.span_tree'))).toContain('tick reporter');
-    expect(String(field('lifeline.diagnostic.span_tree'))).toContain('/report');
-    expect(String(field('lifeline.diagnostic.stacks'))).toContain('sendReport');
+    expect(tag(verdict, 'lifeline.health.unhealthy')).toContain('indexer');
+    expect(String(field('lifeline.diagnostic.span_tree'))).toContain('tick indexer');
+    expect(String(field('lifeline.diagnostic.span_tree'))).toContain('wait for index lock');
+    expect(String(field('lifeline.diagnostic.stacks'))).toContain('rebuildIndex');
     expect(JSON.stringify(verdicts)).not.toContain('s3cr3t-token');
     const inFlight = await eventually(
       () => findTraces(stack.queryUrl, 'e2e-stuck', { 'lifeline.in_flight': 'true' }),
-      (t) => spansOf(t).some((s) => s.operationName === 'GET (in flight)'),
+      (t) => spansOf(t).some((s) => s.operationName === 'wait for index lock (in flight)'),
     );
-    expect(spansOf(inFlight).some((s) => s.operationName === 'tick reporter (in flight)')).toBe(true);
+    expect(spansOf(inFlight).some((s) => s.operationName === 'tick indexer (in flight)')).toBe(true);
   });
 
   it('deadline across two services: the callee records source inbound', async () => {
