@@ -1,4 +1,7 @@
+import type * as Grpc from '@grpc/grpc-js';
+import type { Server as GrpcServer } from '@grpc/grpc-js';
 import type { ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { createServer, type Server } from 'node:http';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +12,7 @@ import { createTestHost, type TestHost } from '../support/netns.js';
 // must stay green for the whole fault. FAULT_SECONDS shortens it for a quick local run.
 const FAULT_MS = Number(process.env.FAULT_SECONDS ?? 60) * 1_000;
 const DEP_PORT = 18_080; // below the ephemeral range, so no probe reply ever matches the DROP rule
+const DEP_GRPC_PORT = 18_081;
 const PROBE_PORT = 5_555;
 const INTERVAL_MS = 500;
 
@@ -22,23 +26,46 @@ interface Call {
 
 let host: TestHost;
 let dependency: Server;
+let grpcDependency: GrpcServer;
 
 beforeAll(async () => {
   host = createTestHost();
   dependency = createServer((_req, res) => res.end('ok'));
   dependency.keepAliveTimeout = 60_000;
   await new Promise<void>((resolve) => dependency.listen(DEP_PORT, host.localIp, resolve));
+  grpcDependency = await startHelloServer(`${host.localIp}:${String(DEP_GRPC_PORT)}`);
 });
 afterAll(async () => {
   dependency.closeAllConnections();
   await new Promise((resolve) => dependency.close(resolve));
+  grpcDependency.forceShutdown();
   host.destroy();
 });
+
+/** The gRPC dependency: answers Hello at once (JSON messages). */
+async function startHelloServer(address: string): Promise<GrpcServer> {
+  const grpc = createRequire(import.meta.url)('@grpc/grpc-js') as typeof Grpc;
+  const json = { requestSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)), requestDeserialize: (b: Buffer): unknown => JSON.parse(String(b)), responseSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)), responseDeserialize: (b: Buffer): unknown => JSON.parse(String(b)) };
+  const server = new grpc.Server();
+  server.addService({ Hello: { path: '/lifeline.Test/Hello', requestStream: false, responseStream: false, ...json } }, {
+    Hello: (_call: unknown, callback: Grpc.sendUnaryData<unknown>) => {
+      callback(null, { hello: 'world' });
+    },
+  });
+  await new Promise<number>((resolve, reject) => {
+    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, port) => {
+      if (error) reject(error);
+      else resolve(port);
+    });
+  });
+  return server;
+}
 
 /** Starts the service inside the test host; collects its call lines. */
 function startService(env: NodeJS.ProcessEnv = {}): { child: ChildProcess; calls: Call[]; stop: () => Promise<void> } {
   const child = host.spawn(process.execPath, ['--import', 'lifeline/register', `${ROOT}/test/fixtures/blackhole-service.mjs`], {
     DEP_URL: `http://${host.localIp}:${DEP_PORT}/status`,
+    DEP_GRPC: `${host.localIp}:${DEP_GRPC_PORT}`,
     LIFELINE_HEALTH_INTERVAL_MS: String(INTERVAL_MS),
     LIFELINE_PROBE_HOST: '0.0.0.0',
     LIFELINE_PROBE_PORT: String(PROBE_PORT),
@@ -76,20 +103,35 @@ async function until(predicate: () => boolean, timeoutMs: number, what: string):
 }
 
 /** Lateness of every call that ran inside the fault window (ms after its deadline). */
-function assertAllEndedByDeadline(calls: Call[], from: number, to: number): { count: number; worstLateMs: number } {
+/**
+ * Every call that ran inside the fault window ended by its deadline: ended by it (lateness ≤ 50 ms),
+ * or, for gRPC, failed fast with UNAVAILABLE before it (grpc-js's own fail-fast once a connect
+ * attempt has failed). Returns how many there were and the worst lateness.
+ */
+function assertAllEndedByDeadline(calls: Call[], from: number, to: number): { count: number; worstLateMs: number; failedFast: number } {
   const inFault = calls.filter((c) => c.started >= from && c.ended <= to);
   expect(inFault.length).toBeGreaterThan(FAULT_MS / INTERVAL_MS / 2);
   for (const call of inFault) {
-    expect(call.outcome).toBe('deadline');
-    expect(call.ended).toBeGreaterThanOrEqual(call.deadline);
+    expect(['deadline', 'unavailable']).toContain(call.outcome);
+    if (call.outcome === 'deadline') expect(call.ended).toBeGreaterThanOrEqual(call.deadline);
     expect(call.ended - call.deadline).toBeLessThanOrEqual(50);
   }
-  return { count: inFault.length, worstLateMs: Math.max(...inFault.map((c) => c.ended - c.deadline)) };
+  const byDeadline = inFault.filter((c) => c.outcome === 'deadline');
+  return { count: inFault.length, worstLateMs: Math.max(...byDeadline.map((c) => c.ended - c.deadline)), failedFast: inFault.length - byDeadline.length };
 }
 
-describe(`blackhole plan: dependency blackholed for ${FAULT_MS / 1_000} s, 500 ms interval`, { timeout: FAULT_MS + 40_000 }, () => {
+const CLIENTS = [
+  { client: 'fetch', port: DEP_PORT, recoveryMs: 5_000 },
+  { client: 'axios', port: DEP_PORT, recoveryMs: 5_000 },
+  // A blackholed SYN is retransmitted by the kernel at growing intervals: a connect begun during
+  // the blackhole completes up to ~15 s after the lift, then grpc-js's (short) backoff applies.
+  { client: 'grpc', port: DEP_GRPC_PORT, recoveryMs: 30_000 },
+] as const;
+
+describe.each(CLIENTS)(`blackhole plan ($client): dependency blackholed for ${FAULT_MS / 1_000} s, 500 ms interval`, { timeout: FAULT_MS + 70_000 }, ({ client, port, recoveryMs }) => {
   /** Blackholes the dependency for FAULT_MS, checks probes and calls, lifts it, waits for recovery. */
   async function blackholePhase(service: ReturnType<typeof startService>, label: string, alreadyUp = false): Promise<void> {
+    const DEP_PORT = port;
     if (!alreadyUp) host.blackholeTo(host.localIp, DEP_PORT);
     try {
       const from = Date.now();
@@ -97,13 +139,14 @@ describe(`blackhole plan: dependency blackholed for ${FAULT_MS / 1_000} s, 500 m
       const to = Date.now();
       expect(statuses.length).toBeGreaterThan(FAULT_MS / 400);
       expect(statuses.filter((s) => s !== 200)).toEqual([]);
-      const { count, worstLateMs } = assertAllEndedByDeadline(service.calls, from, to);
+      const { count, worstLateMs, failedFast } = assertAllEndedByDeadline(service.calls, from, to);
       host.liftTo(host.localIp, DEP_PORT);
-      await until(() => service.calls.some((c) => c.started > to && c.outcome === 'ok'), 5_000, 'a successful call after the blackhole');
-      console.log(`${label}: ${statuses.length} probes all 200; ${count} calls all deadline-exceeded, worst ${worstLateMs} ms after the deadline`);
+      const lifted = Date.now();
+      await until(() => service.calls.some((c) => c.started > to && c.outcome === 'ok'), recoveryMs, 'a successful call after the blackhole');
+      console.log(`${client} ${label}: ${statuses.length} probes all 200; ${count} calls ended by their deadline (${failedFast} failed fast, UNAVAILABLE), worst ${worstLateMs} ms after it; recovered ${Date.now() - lifted} ms after the lift`);
     } finally {
       try {
-        host.liftTo(host.localIp, DEP_PORT);
+        host.liftTo(host.localIp, port);
       } catch {
         // already lifted
       }
@@ -112,8 +155,8 @@ describe(`blackhole plan: dependency blackholed for ${FAULT_MS / 1_000} s, 500 m
 
   it('(a) before any connection exists (connect phase): liveness 200 throughout, every call ends at its deadline, recovers', async () => {
     // The blackhole goes up before the service starts: its first connect already meets it.
-    host.blackholeTo(host.localIp, DEP_PORT);
-    const service = startService();
+    host.blackholeTo(host.localIp, port);
+    const service = startService({ CLIENT: client });
     try {
       await until(() => service.calls.length > 0, 10_000, 'the first call');
       await blackholePhase(service, 'connect phase', true);
@@ -123,7 +166,7 @@ describe(`blackhole plan: dependency blackholed for ${FAULT_MS / 1_000} s, 500 m
   });
 
   it('(b) mid-flight, on kept-alive connections: liveness 200 throughout, every call ends at its deadline, recovers', async () => {
-    const service = startService();
+    const service = startService({ CLIENT: client });
     try {
       await until(() => service.calls.filter((c) => c.outcome === 'ok').length >= 3, 10_000, 'three successful calls');
       await blackholePhase(service, 'mid-flight');
@@ -131,7 +174,9 @@ describe(`blackhole plan: dependency blackholed for ${FAULT_MS / 1_000} s, 500 m
       await service.stop();
     }
   });
+});
 
+describe('blackhole plan, contrast', { timeout: 40_000 }, () => {
   it('contrast: the same service without lifeline deadlines turns unhealthy under the blackhole', async () => {
     const service = startService({ CONTRAST: '1' });
     try {
