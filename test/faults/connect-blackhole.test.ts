@@ -2,7 +2,8 @@ import { once } from 'node:events';
 import { SpanStatusCode } from '@opentelemetry/api';
 import * as undici from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DeadlineSpanProcessor, installDeadlineDispatcher, isDeadlineExceeded, withDeadline, type InstalledDeadlineDispatcher } from '../../src/index.js';
+import { DeadlineSpanProcessor, installDeadlineDispatcher, installHttpDeadlines, isDeadlineExceeded, withDeadline, type InstalledDeadlineDispatcher, type InstalledHttpDeadlines } from '../../src/index.js';
+import { CLIENTS as ALL_CLIENTS, lateness } from '../support/clients.js';
 import { instrumentedUndici } from '../support/instrumented.js';
 import { ROOT } from '../support/node.js';
 import { createTestHost, type TestHost } from '../support/netns.js';
@@ -12,11 +13,13 @@ const tracing = instrumentedUndici([new DeadlineSpanProcessor()]);
 const { exporter } = tracing;
 let host: TestHost;
 let installed: InstalledDeadlineDispatcher;
+let httpDeadlines: InstalledHttpDeadlines;
 let server: ReturnType<TestHost['spawn']>;
 
 beforeAll(async () => {
   tracing.start();
   installed = installDeadlineDispatcher();
+  httpDeadlines = installHttpDeadlines();
   host = createTestHost();
   server = host.spawn(process.execPath, [`${ROOT}/test/fixtures/hello-server.mjs`], { HOST: '0.0.0.0', PORT: String(PORT) });
   await once(server.stdout as NodeJS.ReadableStream, 'data');
@@ -24,6 +27,7 @@ beforeAll(async () => {
 afterAll(() => {
   tracing.stop();
   installed.uninstall();
+  httpDeadlines.uninstall();
   server.kill('SIGKILL');
   host.destroy();
 });
@@ -84,5 +88,24 @@ describe('a blackholed connect (iptables DROP in a test namespace) ends at the d
   it('once the blackhole is lifted, calls succeed again', async () => {
     const text = await withDeadline(Date.now() + 5_000, () => CLIENTS['global fetch']?.(`http://${host.ip}:${PORT}/again`));
     expect(text).toBe('hello');
+  });
+});
+
+const NODE_HTTP_CLIENTS = ['node:http(s)', 'axios', 'got', 'node-fetch@2', '@aws-sdk/client-s3'] as const;
+
+describe('node:http-based clients: a blackholed connect ends at the deadline', () => {
+  it.each(NODE_HTTP_CLIENTS)('%s: connect phase (SYNs dropped) ended at the deadline, with a recognised error', async (client) => {
+    const call = ALL_CLIENTS[client];
+    if (call === undefined) throw new Error(client);
+    host.blackhole(PORT);
+    try {
+      // No connection to the host is kept alive: each call's SYN meets the blackhole.
+      const { error, lateMs } = await lateness(300, () => call(`http://${host.ip}:${PORT}/${client.replace(/\W/g, '')}`));
+      expect(isDeadlineExceeded(error), String(error)).toBe(true);
+      expect(lateMs).toBeGreaterThanOrEqual(0);
+      expect(lateMs).toBeLessThan(50);
+    } finally {
+      host.lift(PORT);
+    }
   });
 });

@@ -3,8 +3,9 @@ import { SpanKind } from '@opentelemetry/api';
 import { createRequire } from 'node:module';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { currentDeadline, Health, isDeadlineExceeded, withDeadline, withTimeout } from '../../src/index.js';
+import { currentDeadline, Health, isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
+import { lateness } from '../support/clients.js';
 import { serverStream, startGrpcService, unary, type GrpcService } from '../support/grpc.js';
 
 /**
@@ -32,27 +33,13 @@ afterAll(async () => {
   await lifeline.shutdown();
 });
 
-async function underDeadline(ms: number, call: () => Promise<unknown>): Promise<{ error: unknown; lateMs: number }> {
-  const at = Date.now() + ms;
-  let loopAt = Number.POSITIVE_INFINITY;
-  const control = setTimeout(() => (loopAt = Date.now()), ms);
-  try {
-    await withDeadline(at, call);
-  } catch (error) {
-    const failedAt = Date.now();
-    clearTimeout(control);
-    return { error, lateMs: failedAt - Math.max(at, Math.min(loopAt, failedAt)) };
-  }
-  throw new Error('the call completed although its server never finishes');
-}
-
 describe('gRPC clients (grpc-js) under a deadline', () => {
   it.each([
     ['unary, no answer', () => unary(service.client, 'Stall', {})],
     ['server streaming, stalled after the first message', () => serverStream(service.client, 'Trickle', {})],
   ])('%s: DEADLINE_EXCEEDED at the deadline, recognised, on the client span', async (_case, call) => {
     exporter.reset();
-    const { error, lateMs } = await underDeadline(300, call);
+    const { error, lateMs } = await lateness(300, call);
     expect((error as { code?: number }).code).toBe(4); // DEADLINE_EXCEEDED, the standard way
     expect(isDeadlineExceeded(error)).toBe(true);
     expect(lateMs).toBeLessThan(50);
@@ -71,8 +58,8 @@ describe('gRPC clients (grpc-js) under a deadline', () => {
 
   it('sends grpc-timeout on the wire: the server handler runs under it, as its inbound deadline', async () => {
     const seen = (await withTimeout(2_000, () => unary(service.client, 'Deadline', {}))) as { at?: number; source: string | null };
-    expect(seen?.source).toBe('inbound');
-    expect(Math.abs((seen?.at ?? 0) - (Date.now() + 2_000))).toBeLessThan(200);
+    expect(seen.source).toBe('inbound');
+    expect(Math.abs((seen.at ?? 0) - (Date.now() + 2_000))).toBeLessThan(200);
   });
 });
 
@@ -80,15 +67,15 @@ describe('gRPC servers', () => {
   it("run a handler under the caller's grpc-timeout (no lifeline on the caller's side)", async () => {
     // An explicit gRPC deadline and no lifeline context: only grpc-timeout carries it.
     const seen = (await unary(service.client, 'Deadline', {}, { deadline: Date.now() + 3_000 })) as { at?: number; source: string | null };
-    expect(seen?.source).toBe('inbound');
-    expect(Math.abs((seen?.at ?? 0) - (Date.now() + 3_000))).toBeLessThan(200);
+    expect(seen.source).toBe('inbound');
+    expect(Math.abs((seen.at ?? 0) - (Date.now() + 3_000))).toBeLessThan(200);
   });
 
   it('clamp an inbound budget to maxInboundMs, as for HTTP', async () => {
     const seen = (await unary(service.client, 'Deadline', {}, { deadline: Date.now() + 600_000 })) as { at?: number; source: string | null };
-    expect(seen?.source).toBe('inbound');
-    expect((seen?.at ?? 0) - Date.now()).toBeLessThanOrEqual(10_000);
-    expect((seen?.at ?? 0) - Date.now()).toBeGreaterThan(9_000);
+    expect(seen.source).toBe('inbound');
+    expect((seen.at ?? 0) - Date.now()).toBeLessThanOrEqual(10_000);
+    expect((seen.at ?? 0) - Date.now()).toBeGreaterThan(9_000);
   });
 
   it('leave a call without a deadline unbounded', async () => {

@@ -3,9 +3,9 @@ import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-tr
 import { createHook } from 'node:async_hooks';
 import { Agent as HttpAgent } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Health, isDeadlineExceeded, withDeadline, withTimeout } from '../../src/index.js';
+import { Health, isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
-import type { Client } from '../support/clients.js';
+import { lateness, type Client } from '../support/clients.js';
 import { answersOk, neverAnswers, selfSignedCertificate, serve, serveTls, stallsBody, stallsHandshake, type TestServer } from '../support/servers.js';
 
 /**
@@ -56,24 +56,7 @@ afterAll(async () => {
   await lifeline.shutdown();
 });
 
-/**
- * Runs `call` under a deadline DEADLINE_MS from now. `lateMs` is how long after the deadline the
- * call failed, counted from when a plain timer for the same instant fired: on a loaded machine the
- * event loop itself may be late, and that is not the deadline's doing.
- */
-async function underDeadline(call: () => Promise<unknown>): Promise<{ error: unknown; lateMs: number }> {
-  const at = Date.now() + DEADLINE_MS;
-  let loopAt = Number.POSITIVE_INFINITY;
-  const control = setTimeout(() => (loopAt = Date.now()), DEADLINE_MS);
-  try {
-    await withDeadline(at, call);
-  } catch (error) {
-    const failedAt = Date.now();
-    clearTimeout(control);
-    return { error, lateMs: failedAt - Math.max(at, Math.min(loopAt, failedAt)) };
-  }
-  throw new Error('the call completed although its server never finishes');
-}
+const underDeadline = (call: () => Promise<unknown>) => lateness(DEADLINE_MS, call);
 
 /** The client span of the call to `port`, once it has ended. */
 async function clientSpan(port: number) {

@@ -7,6 +7,7 @@ import http, { Agent as HttpAgent } from 'node:http';
 import https, { Agent as HttpsAgent } from 'node:https';
 import nodeFetch from 'node-fetch';
 import * as undici from 'undici';
+import { withDeadline } from '../../src/index.js';
 
 /** What a call may be given: an agent to queue on (node:http clients), and whether TLS is self-signed. */
 export interface CallOptions {
@@ -78,3 +79,22 @@ export const CLIENTS: Readonly<Record<string, Client>> = {
     }
   },
 };
+
+/**
+ * Runs `call` under a deadline `ms` from now. `lateMs` is how long after the deadline the call
+ * failed, counted from when a plain timer for the same instant fired: on a loaded machine the event
+ * loop itself may be late, and that is not the deadline's doing.
+ */
+export async function lateness(ms: number, call: () => Promise<unknown>): Promise<{ error: unknown; lateMs: number }> {
+  const at = Date.now() + ms;
+  let loopAt = Number.POSITIVE_INFINITY;
+  const control = setTimeout(() => (loopAt = Date.now()), ms);
+  try {
+    await withDeadline(at, call);
+  } catch (error) {
+    const failedAt = Date.now();
+    clearTimeout(control);
+    return { error, lateMs: failedAt - Math.max(at, Math.min(loopAt, failedAt)) };
+  }
+  throw new Error('the call completed although its server never finishes');
+}

@@ -30,7 +30,7 @@ const definition = {
 export async function startGrpcService(grpc: typeof Grpc, currentDeadline: () => { at: number; source: string } | undefined): Promise<GrpcService> {
   const server = new grpc.Server();
   const streams = new Set<Grpc.ServerWritableStream<unknown, unknown>>();
-  server.addService(definition as unknown as Grpc.ServiceDefinition, {
+  server.addService(definition, {
     Stall: () => undefined,
     Trickle: (call: Grpc.ServerWritableStream<unknown, unknown>) => {
       streams.add(call);
@@ -51,7 +51,7 @@ export async function startGrpcService(grpc: typeof Grpc, currentDeadline: () =>
     });
   });
   const address = `127.0.0.1:${String(port)}`;
-  const Client = grpc.makeGenericClientConstructor(definition as unknown as Grpc.ServiceDefinition, 'Test');
+  const Client = grpc.makeGenericClientConstructor(definition, 'Test');
   const client = new Client(address, grpc.credentials.createInsecure()) as GrpcService['client'];
   return {
     address,
