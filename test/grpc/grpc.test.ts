@@ -33,6 +33,16 @@ afterAll(async () => {
   await lifeline.shutdown();
 });
 
+/** The gRPC client span, once it has ended (a few turns after the caller's error). */
+async function grpcClientSpan() {
+  for (let turn = 0; turn < 50; turn++) {
+    const span = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.CLIENT && s.attributes['rpc.system'] === 'grpc');
+    if (span !== undefined) return span;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return undefined;
+}
+
 describe('gRPC clients (grpc-js) under a deadline', () => {
   it.each([
     ['unary, no answer', () => unary(service.client, 'Stall', {})],
@@ -43,7 +53,7 @@ describe('gRPC clients (grpc-js) under a deadline', () => {
     expect((error as { code?: number }).code).toBe(4); // DEADLINE_EXCEEDED, the standard way
     expect(isDeadlineExceeded(error)).toBe(true);
     expect(lateMs).toBeLessThan(50);
-    const span = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.CLIENT && s.attributes['rpc.system'] === 'grpc');
+    const span = await grpcClientSpan();
     expect(span?.attributes['lifeline.deadline.source']).toBe('scope');
     expect(span?.attributes['lifeline.deadline.exceeded']).toBe(true);
     expect(span?.attributes['error.type']).toBe('timeout');

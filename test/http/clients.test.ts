@@ -1,6 +1,7 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { createHook } from 'node:async_hooks';
+import { createRequire } from 'node:module';
 import { Agent as HttpAgent } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Health, isDeadlineExceeded, withTimeout } from '../../src/index.js';
@@ -38,6 +39,10 @@ beforeAll(async () => {
     handleSigterm: false,
     deadlines: { policy: [{ match: { 'server.port': servers.policy.port }, timeoutMs: 1_500 }] },
   });
+  // A CommonJS require of the core modules after the SDK started lets its hook patch them, as
+  // register mode's loader hook does for an ES module's imports.
+  createRequire(import.meta.url)('node:http');
+  createRequire(import.meta.url)('node:https');
   const clients = await import('../support/clients.js');
   CLIENTS = clients.CLIENTS;
   const credentials = selfSignedCertificate();
