@@ -2,20 +2,23 @@
 const MAX_TIMER_MS = 2_147_483_647;
 
 /**
- * Calls `onExpire` once the clock has reached `at`, never before: a timer may fire a millisecond
- * early, and a wait beyond the timer range re-arms. Always asynchronous, even for a deadline that
- * has passed, so callers may arm it in the middle of setting up a request. Unref-ed: a pending
- * deadline never keeps the process alive.
+ * Calls `onExpire(subject)` once the clock has reached `at`, never before: a timer may fire a
+ * millisecond early, and a wait beyond the timer range re-arms. Always asynchronous, even for a
+ * deadline that has passed, so callers may arm it in the middle of setting up a request. Unref-ed:
+ * a pending deadline never keeps the process alive. The subject is passed through rather than
+ * captured, so a hot path can use one shared `onExpire` and allocate no closure per call.
  */
-export class DeadlineTimer {
+export class DeadlineTimer<S = undefined> {
   readonly #at: number;
-  readonly #onExpire: () => void;
+  readonly #onExpire: (subject: S) => void;
+  readonly #subject: S;
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(at: number, onExpire: () => void) {
+  constructor(at: number, onExpire: (subject: S) => void, subject: S) {
     this.#at = at;
     this.#onExpire = onExpire;
-    this.#timer = setTimeout(this.#check, Math.min(MAX_TIMER_MS, Math.max(0, at - Date.now()))).unref();
+    this.#subject = subject;
+    this.#timer = setTimeout(DeadlineTimer.#check, Math.min(MAX_TIMER_MS, Math.max(0, at - Date.now())), this).unref();
   }
 
   /** Stops the timer; idempotent. */
@@ -24,13 +27,13 @@ export class DeadlineTimer {
     this.#timer = undefined;
   }
 
-  readonly #check = (): void => {
-    const early = this.#at - Date.now();
+  static #check<S>(timer: DeadlineTimer<S>): void {
+    const early = timer.#at - Date.now();
     if (early > 0) {
-      this.#timer = setTimeout(this.#check, Math.min(MAX_TIMER_MS, early)).unref();
+      timer.#timer = setTimeout(DeadlineTimer.#check, Math.min(MAX_TIMER_MS, early), timer).unref();
       return;
     }
-    this.#timer = undefined;
-    this.#onExpire();
-  };
+    timer.#timer = undefined;
+    timer.#onExpire(timer.#subject);
+  }
 }

@@ -1,7 +1,7 @@
 import { context, propagation } from '@opentelemetry/api';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { ClientRequest, IncomingMessage } from 'node:http';
-import { DeadlineExceededError, DeadlineTimer, deadlineOf, markEndedByDeadline } from '../deadline/index.js';
+import { DeadlineExceededError, DeadlineTimer, deadlineOf, markEndedByDeadline, type DeadlineSource } from '../deadline/index.js';
 import { callDeadline, DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
 import { DEADLINE_HEADER, deadlineHeaderValue } from '../propagation/index.js';
 
@@ -65,15 +65,27 @@ function bound(request: ClientRequest, policy: DeadlinePolicy): void {
     // The propagator sent the context's budget (or none): the callee must see the one applied.
     if (!request.headersSent && propagation.fields().includes(DEADLINE_HEADER)) request.setHeader(DEADLINE_HEADER, deadlineHeaderValue(deadline.at));
   }
-  const timer = new DeadlineTimer(deadline.at, () => {
-    expire(request, new DeadlineExceededError(deadline.at, deadline.source));
-  });
-  request.once('close', () => {
-    timer.cancel();
-  });
+  (request as BoundRequest)[TIMER] = new DeadlineTimer(deadline.at, expire, { request, at: deadline.at, source: deadline.source });
+  request.on('close', cancelTimer);
 }
 
-function expire(request: ClientRequest, error: DeadlineExceededError): void {
+// Per request: one timer and one shared listener, no closure (this runs on every outgoing call).
+const TIMER = Symbol('lifeline.deadlineTimer');
+type BoundRequest = ClientRequest & { [TIMER]?: DeadlineTimer<Expiry> | undefined };
+interface Expiry {
+  readonly request: ClientRequest;
+  readonly at: number;
+  readonly source: DeadlineSource;
+}
+
+function cancelTimer(this: BoundRequest): void {
+  this[TIMER]?.cancel();
+  this[TIMER] = undefined;
+}
+
+function expire({ request, at, source }: Expiry): void {
+  const error = new DeadlineExceededError(at, source);
+  (request as BoundRequest)[TIMER] = undefined;
   markEndedByDeadline(request);
   const response = (request as ClientRequest & { res?: IncomingMessage | null }).res;
   if (response) {

@@ -29,7 +29,7 @@ export abstract class DeadlineHandler {
   readonly #inner: Handler;
   readonly #at: number;
   readonly #source: DeadlineSource;
-  #timer: DeadlineTimer | undefined;
+  #timer: DeadlineTimer<DeadlineHandler> | undefined;
   #controller: Controller | undefined;
   #cancelQueued: ((reason: Error) => void) | undefined;
   #expired: DeadlineExceededError | undefined;
@@ -44,9 +44,11 @@ export abstract class DeadlineHandler {
 
   /** Arms the deadline timer; call once, right before dispatching. */
   arm(): void {
-    this.#timer = new DeadlineTimer(this.#at, () => {
-      this.#expire();
-    });
+    this.#timer = new DeadlineTimer<DeadlineHandler>(this.#at, DeadlineHandler.#onDeadline, this);
+  }
+
+  static #onDeadline(handler: DeadlineHandler): void {
+    handler.#expire();
   }
 
   /** The dispatch threw synchronously: the caller already has the error, the timer must go. */
