@@ -1,8 +1,13 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { invalidOption } from '../errors/index.js';
 import type { Health, HealthStatus, ProbeKind } from '../health/index.js';
 import { defaultLogger, type Logger } from '../log/index.js';
+
+// Required, not imported: an ES import of node:http evaluates all its exports, which loads Node's
+// bundled undici and sets the process's global dispatcher. Importing lifeline must change no global.
+const { createServer } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
 
 /** Options of {@link startProbeServer}. */
 export interface ProbeServerOptions {

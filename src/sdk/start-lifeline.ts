@@ -7,7 +7,7 @@ import { PinoInstrumentation } from '@opentelemetry/instrumentation-pino';
 import { UndiciInstrumentation, type UndiciInstrumentationConfig } from '@opentelemetry/instrumentation-undici';
 import { NodeSDK, type NodeSDKConfiguration } from '@opentelemetry/sdk-node';
 import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
-import { ClientRequest } from 'node:http';
+import { createRequire } from 'node:module';
 import { invalidOption } from '../errors/index.js';
 import { policyDeadlineOf } from '../http/index.js';
 import { recordDeadline } from '../processors/index.js';
@@ -34,6 +34,9 @@ import {
 } from '../index.js';
 import { batchProcessorFromEnv, traceExportersFromEnv } from './exporters-from-env.js';
 import { GrpcDeadlineInstrumentation } from './grpc-deadline-instrumentation.js';
+
+// Required, not imported: see the probe server (an ES import of node:http sets a global).
+const http = createRequire(import.meta.url)('node:http') as typeof import('node:http');
 
 /** Options of {@link startLifeline}. */
 export interface LifelineOptions {
@@ -139,7 +142,7 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
         ...options.http,
         requestHook: (span, request) => {
           // A policy rule gave this node:http call its deadline after its span started.
-          const deadline = request instanceof ClientRequest ? policyDeadlineOf(request) : undefined;
+          const deadline = request instanceof http.ClientRequest ? policyDeadlineOf(request) : undefined;
           if (deadline !== undefined) recordDeadline(span, deadline, true);
           options.http?.requestHook?.(span, request);
         },
