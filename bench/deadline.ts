@@ -10,10 +10,10 @@
 import { propagation, trace } from '@opentelemetry/api';
 import { W3CTraceContextPropagator, CompositePropagator } from '@opentelemetry/core';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
-import { BatchSpanProcessor, TracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace';
+import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { DeadlinePropagator, DeadlineSpanProcessor, InFlightSpanProcessor, installDeadlineDispatcher, isDeadlineExceeded, withDeadline, withTimeout } from 'lifeline';
 import { Agent, fetch as undiciFetch, request, setGlobalDispatcher } from 'undici';
-import { fixed, percentile, runConcurrently, settledHeap, startPeer, summarize, table } from './support.ts';
+import { DiscardExporter, fixed, percentile, runConcurrently, settledHeap, startPeer, summarize, table } from './support.ts';
 
 const quick = process.env.BENCH_QUICK === '1';
 const LATENESS_CALLS = 1_000;
@@ -21,16 +21,6 @@ const THROUGHPUT_CALLS = quick ? 5_000 : 8_000;
 const THROUGHPUT_ROUNDS = quick ? 8 : 15;
 const HEAP_CALLS = quick ? 100_000 : 1_000_000;
 
-class DiscardExporter implements SpanExporter {
-  exported = 0;
-  export(spans: ReadableSpan[], done: (result: { code: 0 }) => void): void {
-    this.exported += spans.length;
-    done({ code: 0 });
-  }
-  shutdown(): Promise<void> {
-    return Promise.resolve();
-  }
-}
 
 // --- OpenTelemetry as a service would have it: SDK provider, batch export, undici instrumentation.
 // One provider per variant, so the OTel-only baseline carries none of lifeline's processors.

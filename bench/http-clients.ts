@@ -9,24 +9,16 @@
 import { propagation } from '@opentelemetry/api';
 import { CompositePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
-import { BatchSpanProcessor, TracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace';
+import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { DeadlinePropagator, DeadlineSpanProcessor, installHttpDeadlines, isDeadlineExceeded, withDeadline, withTimeout, type InstalledHttpDeadlines } from 'lifeline';
 import { createRequire } from 'node:module';
-import { fixed, percentile, runConcurrently, startPeer, summarize, table } from './support.ts';
+import { DiscardExporter, fixed, percentile, runConcurrently, startPeer, summarize, table } from './support.ts';
 
 const quick = process.env.BENCH_QUICK === '1';
 const LATENESS_CALLS = 1_000;
 const THROUGHPUT_CALLS = quick ? 3_000 : 6_000;
 const THROUGHPUT_ROUNDS = quick ? 6 : 12;
 
-class DiscardExporter implements SpanExporter {
-  export(_spans: ReadableSpan[], done: (result: { code: 0 }) => void): void {
-    done({ code: 0 });
-  }
-  shutdown(): Promise<void> {
-    return Promise.resolve();
-  }
-}
 const batch = () => new BatchSpanProcessor({ exporter: new DiscardExporter(), maxQueueSize: 1 << 16, maxExportBatchSize: 4_096 });
 const plainProvider = new TracerProvider({ spanProcessors: [batch()] });
 const provider = new TracerProvider({ spanProcessors: [new DeadlineSpanProcessor(), batch()] });

@@ -87,3 +87,15 @@ export async function runConcurrently(count: number, concurrency: number, call: 
     }),
   );
 }
+
+/** An exporter that drops every span: the benchmarks measure making spans, not shipping them. */
+export class DiscardExporter {
+  exported = 0;
+  export(spans: readonly unknown[], done: (result: { code: 0 }) => void): void {
+    this.exported += spans.length;
+    done({ code: 0 });
+  }
+  shutdown(): Promise<void> {
+    return Promise.resolve();
+  }
+}

@@ -15,9 +15,14 @@ export interface TestServer {
 }
 
 /** A real HTTP server on loopback with the given handler; `close()` drops open connections. */
-export async function serve(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<TestServer> {
+export function serve(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<TestServer> {
+  return listening('http', (counted) => createServer(counted), handler);
+}
+
+/** Listens on loopback with a server `make` builds around a request-counting `handler`. */
+async function listening(scheme: 'http' | 'https', make: (counted: (req: IncomingMessage, res: ServerResponse) => void) => Server, handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<TestServer> {
   let seen = 0;
-  const server: Server = createServer((req, res) => {
+  const server = make((req, res) => {
     seen++;
     handler(req, res);
   });
@@ -25,7 +30,7 @@ export async function serve(handler: (req: IncomingMessage, res: ServerResponse)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `${scheme}://127.0.0.1:${port}`,
     port,
     requests: () => seen,
     close: () =>
@@ -75,26 +80,8 @@ export function selfSignedCertificate(): { key: string; cert: string } {
 }
 
 /** A real HTTPS server on loopback with the given certificate and handler. */
-export async function serveTls(credentials: { key: string; cert: string }, handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<TestServer> {
-  let seen = 0;
-  const server = createHttpsServer(credentials, (req, res) => {
-    seen++;
-    handler(req, res);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `https://127.0.0.1:${port}`,
-    port,
-    requests: () => seen,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => {
-          resolve();
-        });
-      }),
-  };
+export function serveTls(credentials: { key: string; cert: string }, handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<TestServer> {
+  return listening('https', (counted) => createHttpsServer(credentials, counted), handler);
 }
 
 /** A TCP server that accepts connections and never says a word: a TLS handshake never completes. */

@@ -262,19 +262,14 @@ describe('the dispatcher the process already has', () => {
     silent.close();
   });
 
-  it("a user's ProxyAgent set before install keeps proxying, with deadlines on top", async () => {
+  /** Sets `agent` as the global dispatcher, installs lifeline on it, runs `check`, puts everything back. */
+  async function installedOn(agent: undici.Dispatcher, check: () => Promise<void>): Promise<void> {
     installed.uninstall();
     const previous = undici.getGlobalDispatcher();
-    const agent = new undici.ProxyAgent(proxyUrl);
     undici.setGlobalDispatcher(agent);
     const own = installDeadlineDispatcher();
     try {
-      proxied.clear();
-      const res = await withTimeout(10_000, () => fetch(`${ok.url}/via-proxy`));
-      expect(await res.text()).toBe('ok');
-      expect([...proxied]).toEqual([new URL(ok.url).host]);
-      const error = await withTimeout(200, () => fetch(`${silentUrl}/stuck`)).catch((e: unknown) => e);
-      expect(isDeadlineExceeded(error)).toBe(true);
+      await check();
     } finally {
       own.uninstall();
       expect(undici.getGlobalDispatcher()).toBe(agent);
@@ -282,11 +277,20 @@ describe('the dispatcher the process already has', () => {
       await agent.close();
       installed = installDeadlineDispatcher();
     }
+  }
+
+  it("a user's ProxyAgent set before install keeps proxying, with deadlines on top", async () => {
+    await installedOn(new undici.ProxyAgent(proxyUrl), async () => {
+      proxied.clear();
+      const res = await withTimeout(10_000, () => fetch(`${ok.url}/via-proxy`));
+      expect(await res.text()).toBe('ok');
+      expect([...proxied]).toEqual([new URL(ok.url).host]);
+      const error = await withTimeout(200, () => fetch(`${silentUrl}/stuck`)).catch((e: unknown) => e);
+      expect(isDeadlineExceeded(error)).toBe(true);
+    });
   });
 
-  it("a configured Agent set before install keeps its settings (a custom DNS lookup here)", async () => {
-    installed.uninstall();
-    const previous = undici.getGlobalDispatcher();
+  it('a configured Agent set before install keeps its settings (a custom DNS lookup here)', async () => {
     const looked: string[] = [];
     const agent = new undici7.Agent({
       connect: {
@@ -296,19 +300,11 @@ describe('the dispatcher the process already has', () => {
         },
       },
     });
-    undici7.setGlobalDispatcher(agent);
-    const own = installDeadlineDispatcher();
-    try {
+    await installedOn(agent as unknown as undici.Dispatcher, async () => {
       const res = await withTimeout(10_000, () => fetch(`http://lifeline-test.invalid:${String(ok.port)}/custom-lookup`));
       expect(await res.text()).toBe('ok');
       expect(looked).toEqual(['lifeline-test.invalid']);
-    } finally {
-      own.uninstall();
-      expect(undici.getGlobalDispatcher()).toBe(agent);
-      undici.setGlobalDispatcher(previous);
-      await agent.close();
-      installed = installDeadlineDispatcher();
-    }
+    });
   });
 
   it('NODE_USE_ENV_PROXY=1 under register mode: fetch still goes through the proxy, and ends at its deadline', async () => {
