@@ -11,9 +11,9 @@ import { propagation, trace } from '@opentelemetry/api';
 import { W3CTraceContextPropagator, CompositePropagator } from '@opentelemetry/core';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { DeadlinePropagator, DeadlineSpanProcessor, InFlightSpanProcessor, installDeadlineDispatcher, isDeadlineExceeded, withDeadline, withTimeout } from 'lifeline';
+import { DeadlinePropagator, DeadlineSpanProcessor, InFlightSpanProcessor, installDeadlineDispatcher, withTimeout } from 'lifeline';
 import { Agent, fetch as undiciFetch, request, setGlobalDispatcher } from 'undici';
-import { DiscardExporter, fixed, percentile, runConcurrently, settledHeap, startPeer, summarize, table } from './support.ts';
+import { abortLateness, DiscardExporter, fixed, percentile, runConcurrently, settledHeap, startPeer, summarize, table } from './support.ts';
 
 const quick = process.env.BENCH_QUICK === '1';
 const LATENESS_CALLS = 1_000;
@@ -39,18 +39,7 @@ instrumentation.enable();
 propagation.setGlobalPropagator(new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new DeadlinePropagator()] }));
 
 // Rejection time in ms after the deadline, measured with the same clock the deadline uses.
-async function latenessMs(calls: number, concurrency: number, budget: () => number): Promise<number[]> {
-  const late: number[] = [];
-  await runConcurrently(calls, concurrency, async (i) => {
-    // Deadlines live on the Date.now() clock; performance.now() gives the sub-ms part of the lateness.
-    const at = Date.now() + budget();
-    const atPerf = performance.now() + (at - Date.now());
-    const error = await withDeadline(at, () => fetch(`${silent.url}/${i}`)).catch((err: unknown) => err);
-    if (!isDeadlineExceeded(error)) throw new Error(`expected a deadline error, got ${String(error)}`);
-    late.push(performance.now() - atPerf);
-  });
-  return late.sort((a, b) => a - b);
-}
+const latenessMs = (calls: number, concurrency: number, budget: () => number) => abortLateness(calls, concurrency, budget, (i) => fetch(`${silent.url}/${i}`));
 await latenessMs(100, 10, () => 20); // warm up
 const cases: [string, number[], string][] = [
   ['10 in flight, deadlines spread over 20–50 ms', await latenessMs(LATENESS_CALLS, 10, () => 20 + Math.random() * 30), 'p99 ≤ 5 ms'],

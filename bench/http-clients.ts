@@ -10,9 +10,9 @@ import { propagation } from '@opentelemetry/api';
 import { CompositePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { DeadlinePropagator, DeadlineSpanProcessor, installHttpDeadlines, isDeadlineExceeded, withDeadline, withTimeout, type InstalledHttpDeadlines } from 'lifeline';
+import { DeadlinePropagator, DeadlineSpanProcessor, installHttpDeadlines, withTimeout, type InstalledHttpDeadlines } from 'lifeline';
 import { createRequire } from 'node:module';
-import { DiscardExporter, fixed, percentile, runConcurrently, startPeer, summarize, table } from './support.ts';
+import { abortLateness, DiscardExporter, fixed, percentile, runConcurrently, startPeer, summarize, table } from './support.ts';
 
 const quick = process.env.BENCH_QUICK === '1';
 const LATENESS_CALLS = 1_000;
@@ -57,17 +57,7 @@ function useLifeline(on: boolean): void {
 // --- 1. Abort lateness.
 useLifeline(true);
 const silent = await startPeer('silent');
-async function latenessMs(calls: number, concurrency: number, budget: () => number): Promise<number[]> {
-  const late: number[] = [];
-  await runConcurrently(calls, concurrency, async (i) => {
-    const at = Date.now() + budget();
-    const atPerf = performance.now() + (at - Date.now());
-    const error = await withDeadline(at, () => nodeHttp(`${silent.url}/${String(i)}`)).catch((err: unknown) => err);
-    if (!isDeadlineExceeded(error)) throw new Error(`expected a deadline error, got ${String(error)}`);
-    late.push(performance.now() - atPerf);
-  });
-  return late.sort((a, b) => a - b);
-}
+const latenessMs = (calls: number, concurrency: number, budget: () => number) => abortLateness(calls, concurrency, budget, (i) => nodeHttp(`${silent.url}/${String(i)}`));
 await latenessMs(100, 10, () => 20); // warm up
 const cases: [string, number[], string][] = [
   ['10 in flight, deadlines spread over 20–50 ms', await latenessMs(LATENESS_CALLS, 10, () => 20 + Math.random() * 30), 'p99 ≤ 5 ms'],

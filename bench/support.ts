@@ -1,4 +1,5 @@
 import { appendFileSync } from 'node:fs';
+import { isDeadlineExceeded, withDeadline } from 'lifeline';
 /** Helpers shared by the benchmarks: repeated timing, medians, and a markdown-ish report. */
 
 export interface Sample {
@@ -98,4 +99,21 @@ export class DiscardExporter {
   shutdown(): Promise<void> {
     return Promise.resolve();
   }
+}
+
+/**
+ * Abort lateness: `calls` calls of `call(i)`, `concurrency` at a time, each under a deadline
+ * `budget()` ms away, to a peer that never answers; returns how late each rejected, in ms, sorted.
+ */
+export async function abortLateness(calls: number, concurrency: number, budget: () => number, call: (i: number) => Promise<unknown>): Promise<number[]> {
+  const late: number[] = [];
+  await runConcurrently(calls, concurrency, async (i) => {
+    // Deadlines live on the Date.now() clock; performance.now() gives the sub-ms part of the lateness.
+    const at = Date.now() + budget();
+    const atPerf = performance.now() + (at - Date.now());
+    const error = await withDeadline(at, () => call(i)).catch((err: unknown) => err);
+    if (!isDeadlineExceeded(error)) throw new Error(`expected a deadline error, got ${String(error)}`);
+    late.push(performance.now() - atPerf);
+  });
+  return late.sort((a, b) => a - b);
 }
