@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { currentDeadline, Health, isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
 import { lateness } from '../support/clients.js';
+import { stallsHandshake } from '../support/servers.js';
 import { serverStream, startGrpcService, unary, type GrpcService } from '../support/grpc.js';
 
 /**
@@ -34,9 +35,9 @@ afterAll(async () => {
 });
 
 /** The gRPC client span, once it has ended (a few turns after the caller's error). */
-async function grpcClientSpan() {
+async function grpcClientSpan(method: string) {
   for (let turn = 0; turn < 50; turn++) {
-    const span = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.CLIENT && s.attributes['rpc.system'] === 'grpc');
+    const span = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.CLIENT && s.attributes['rpc.system'] === 'grpc' && s.attributes['rpc.method'] === method);
     if (span !== undefined) return span;
     await new Promise((resolve) => setImmediate(resolve));
   }
@@ -45,18 +46,34 @@ async function grpcClientSpan() {
 
 describe('gRPC clients (grpc-js) under a deadline', () => {
   it.each([
-    ['unary, no answer', () => unary(service.client, 'Stall', {})],
-    ['server streaming, stalled after the first message', () => serverStream(service.client, 'Trickle', {})],
-  ])('%s: DEADLINE_EXCEEDED at the deadline, recognised, on the client span', async (_case, call) => {
+    ['unary, no answer', 'Stall', () => unary(service.client, 'Stall', {})],
+    ['server streaming, stalled after the first message', 'Trickle', () => serverStream(service.client, 'Trickle', {})],
+  ])('%s: DEADLINE_EXCEEDED at the deadline, recognised, on the client span', async (_case, method, call) => {
     exporter.reset();
     const { error, lateMs } = await lateness(300, call);
     expect((error as { code?: number }).code).toBe(4); // DEADLINE_EXCEEDED, the standard way
     expect(isDeadlineExceeded(error)).toBe(true);
     expect(lateMs).toBeLessThan(50);
-    const span = await grpcClientSpan();
+    const span = await grpcClientSpan(method);
     expect(span?.attributes['lifeline.deadline.source']).toBe('scope');
     expect(span?.attributes['lifeline.deadline.exceeded']).toBe(true);
     expect(span?.attributes['error.type']).toBe('timeout');
+  });
+
+  it('a TLS handshake that never completes: DEADLINE_EXCEEDED at the deadline', async () => {
+    const silent = await stallsHandshake();
+    const grpc = createRequire(import.meta.url)('@grpc/grpc-js') as typeof Grpc;
+    const Client = grpc.makeGenericClientConstructor({ Hello: { path: '/lifeline.Test/Hello', requestStream: false, responseStream: false, requestSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)), requestDeserialize: (b: Buffer): unknown => JSON.parse(String(b)), responseSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)), responseDeserialize: (b: Buffer): unknown => JSON.parse(String(b)) } }, 'Test');
+    const client = new Client(`127.0.0.1:${String(silent.port)}`, grpc.credentials.createSsl()) as GrpcService['client'];
+    try {
+      const { error, lateMs } = await lateness(300, () => unary(client, 'Hello', {}));
+      expect((error as { code?: number }).code).toBe(4);
+      expect(isDeadlineExceeded(error)).toBe(true);
+      expect(lateMs).toBeLessThan(50);
+    } finally {
+      client.close();
+      await silent.close();
+    }
   });
 
   it("keeps the caller's own earlier gRPC deadline", async () => {
