@@ -3,7 +3,8 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', '.cache/'] },
+  // compat/undici-suite: a checkout of undici and run outputs live there (see its README.md).
+  { ignores: ['dist/', 'node_modules/', '.cache/', 'compat/undici-suite/undici/', 'compat/undici-suite/results/', 'compat/undici-suite/lifeline-snapshot/'] },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {

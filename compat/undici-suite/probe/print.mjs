@@ -1,0 +1,1 @@
+import fs from 'fs'; fs.appendFileSync('/tmp/preload-pids.txt', `import pid=${process.pid} argv=${process.argv.slice(1)}\n`)
