@@ -67,19 +67,18 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
     // A tick taken late (its deadline already passed) has no budget left; a fresh one has the round's.
     expect(Math.max(...tickSpans.map((s) => Number(tag(s, 'lifeline.deadline.budget_ms'))))).toBeGreaterThan(0);
 
-    // Found by tag, as a user would: the calls aborted by their deadline.
+    // Found by tag, as a user would: the calls aborted by their deadline — both the fetch (undici)
+    // calls of `poller` and the node:http calls of `reporter`.
+    const isAborted = (s: JaegerSpan, path: string): boolean => s.operationName === 'GET' && tag(s, 'lifeline.deadline.exceeded') === true && String(tag(s, 'url.full')).includes(path);
     const aborted = await eventually(
       () => findTraces(stack.queryUrl, 'e2e-stuck', { 'lifeline.deadline.exceeded': 'true', 'error.type': 'timeout' }),
-      (t) => spansOf(t).some((s) => s.operationName === 'GET'),
+      (t) => spansOf(t).some((s) => isAborted(s, '/inventory')) && spansOf(t).some((s) => isAborted(s, '/report')),
     );
-    // Both the fetch (undici) and the node:http calls were ended by their tick's deadline.
-    const abortedUrls = await eventually(
-      async () => spansOf(await findTraces(stack.queryUrl, 'e2e-stuck', { 'lifeline.deadline.exceeded': 'true', 'error.type': 'timeout' })).map((s) => String(tag(s, 'url.full'))),
-      (urls) => urls.some((u) => u.includes('/inventory')) && urls.some((u) => u.includes('/report')),
-    );
-    expect(abortedUrls.some((u) => u.includes('/report'))).toBe(true);
-    const trace = aborted.find((t) => t.spans.some((s) => s.operationName === 'GET' && tag(s, 'lifeline.deadline.exceeded') === true)) as JaegerTrace;
-    const call = trace.spans.find((s) => s.operationName === 'GET' && tag(s, 'lifeline.deadline.exceeded') === true) as JaegerSpan;
+    const reported = spansOf(aborted).find((s) => isAborted(s, '/report')) as JaegerSpan;
+    expect(tag(reported, 'otel.status_code')).toBe('ERROR');
+    expect(tag(reported, 'lifeline.deadline.source')).toBe('tick');
+    const trace = aborted.find((t) => t.spans.some((s) => isAborted(s, '/inventory'))) as JaegerTrace;
+    const call = trace.spans.find((s) => isAborted(s, '/inventory')) as JaegerSpan;
     expect(tag(call, 'otel.status_code')).toBe('ERROR');
     expect(tag(call, 'url.full')).toContain('token=REDACTED');
     // Its tick span is its ancestor, in the same trace.
