@@ -1,5 +1,6 @@
 import { context, propagation } from '@opentelemetry/api';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { createRequire } from 'node:module';
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import { DeadlineExceededError, DeadlineTimer, deadlineOf, markEndedByDeadline, type DeadlineSource } from '../deadline/index.js';
 import { callDeadline, DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
@@ -84,8 +85,9 @@ function cancelTimer(this: BoundRequest): void {
 }
 
 function expire({ request, at, source }: Expiry): void {
-  const error = new DeadlineExceededError(at, source);
   (request as BoundRequest)[TIMER] = undefined;
+  if (request.destroyed) return; // the app ended it first: its reason stands
+  const error = new DeadlineExceededError(at, source);
   markEndedByDeadline(request);
   const response = (request as ClientRequest & { res?: IncomingMessage | null }).res;
   if (response) {
@@ -94,10 +96,20 @@ function expire({ request, at, source }: Expiry): void {
     response.destroy(error);
   }
   request.destroy(error);
-  // Queued in its agent (maxSockets reached), a destroyed request would fail only once a socket
-  // frees up. Take it out of the queue and fail it now, as an agent does when it cannot connect.
-  if (!request.socket && leaveAgentQueue(request)) (request.onSocket as unknown as (socket: undefined, err: Error) => void).call(request, undefined, error);
+  if (request.socket) return;
+  // No socket yet: a destroyed request would fail only once it gets one. Queued in its agent
+  // (maxSockets reached), it leaves the queue; waiting on a socket made asynchronously (a proxy
+  // tunnel, an agent-base agent) it keeps waiting, so the socket handed over later is destroyed
+  // quietly. Either way it fails now, as an agent reports a connect that failed.
+  if (!leaveAgentQueue(request)) {
+    (request as unknown as { onSocket: (socket?: { destroy(): void }) => void }).onSocket = (socket) => {
+      socket?.destroy();
+    };
+  }
+  (ClientRequestPrototype.onSocket as unknown as (socket: undefined, err: Error) => void).call(request, undefined, error);
 }
+
+const ClientRequestPrototype = (createRequire(import.meta.url)('node:http') as typeof import('node:http')).ClientRequest.prototype;
 
 /** Removes `request` from its agent's queue of requests waiting for a socket; false if not queued. */
 function leaveAgentQueue(request: ClientRequest): boolean {

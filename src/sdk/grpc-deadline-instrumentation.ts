@@ -88,6 +88,16 @@ export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlin
   private patchInterceptors(exports: InterceptorsModule): void {
     if (isWrapped(exports.getInterceptingCall)) return;
     this._wrap(exports, 'getInterceptingCall', (original: GetInterceptingCall) => this.getInterceptingCall(original));
+    patchedInterceptors.add(exports);
+  }
+
+  /** Also unpatches the internal file patched through the main module, which the base class does not know of. */
+  override disable(): void {
+    super.disable();
+    for (const exports of patchedInterceptors) {
+      if (isWrapped(exports.getInterceptingCall)) this._unwrap(exports, 'getInterceptingCall');
+    }
+    patchedInterceptors.clear();
   }
 
   // Every client call of any kind passes here, in the caller's context, with its call options.
@@ -118,8 +128,10 @@ export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlin
         for (const key of [name, attributes?.originalName]) {
           const handler = key === undefined ? undefined : (implementation as Record<string, unknown>)[key];
           if (key === undefined || typeof handler !== 'function') continue;
-          withDeadlines[key] = function (this: unknown, call: { getDeadline?: () => Date | number }, callback?: unknown): unknown {
-            return runWithInboundDeadline(call.getDeadline?.(), maxInboundMs, () => (handler as Handler).call(this, call, callback));
+          // grpc-js binds handlers to the object it is given: the app's own object must stay `this`
+          // (its #private fields, the state it writes).
+          withDeadlines[key] = function (call: { getDeadline?: () => Date | number }, callback?: unknown): unknown {
+            return runWithInboundDeadline(call.getDeadline?.(), maxInboundMs, () => (handler as Handler).call(implementation, call, callback));
           };
         }
       }
@@ -136,6 +148,7 @@ function recordOnGrpcClientSpan(deadline: CallDeadline): void {
 
 const requireHere = createRequire(import.meta.url);
 const policies = new WeakMap<object, DeadlinePolicy>();
+const patchedInterceptors = new Set<InterceptorsModule>();
 
 /** The exports of `relative` next to the loaded CommonJS module whose exports are `moduleExports`. */
 function internalFile(moduleExports: object, relative: string): unknown {

@@ -128,6 +128,9 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
   ];
   let probePort: number | undefined;
   const { dispatcher: _given, ...deadlinePolicy } = options.deadlines === false ? {} : (options.deadlines ?? {});
+  // NodeSDK's shutdown leaves instrumentations enabled: lifeline disables its own, as it uninstalls the dispatcher.
+  const grpcDeadlines =
+    options.deadlines === false ? undefined : new GrpcDeadlineInstrumentation({ ...deadlinePolicy, ...(options.propagation?.maxInboundMs === undefined ? {} : { maxInboundMs: options.propagation.maxInboundMs }) });
   const config: Partial<NodeSDKConfiguration> = {
     spanProcessors,
     textMapPropagator: new CompositePropagator({
@@ -135,7 +138,7 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
     }),
     instrumentations: [
       // Before OpenTelemetry's grpc instrumentation, so deadlines reach handlers it wraps.
-      ...(options.deadlines === false ? [] : [new GrpcDeadlineInstrumentation({ ...deadlinePolicy, ...(options.propagation?.maxInboundMs === undefined ? {} : { maxInboundMs: options.propagation.maxInboundMs }) })]),
+      ...(grpcDeadlines === undefined ? [] : [grpcDeadlines]),
       new GrpcInstrumentation(),
       new UndiciInstrumentation(options.undici),
       new HttpInstrumentation({
@@ -172,6 +175,7 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
   } catch (err) {
     dispatcher?.uninstall();
     httpDeadlines?.uninstall();
+    grpcDeadlines?.disable();
     await sdk.shutdown();
     throw err;
   }
@@ -194,6 +198,7 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
         } finally {
           dispatcher?.uninstall();
           httpDeadlines?.uninstall();
+          grpcDeadlines?.disable();
           await probe?.close().catch(() => undefined);
           health.close();
           // The process-wide catalog is closed for good: only a start with a catalog of its own may follow.

@@ -79,7 +79,7 @@ function requestAttributes(opts: Dispatcher.DispatchOptions): RequestAttributes 
     'url.path': query === -1 ? opts.path : opts.path.slice(0, query),
   };
   if (origin !== undefined) {
-    attributes['server.address'] = origin.hostname;
+    attributes['server.address'] = origin.hostname.replace(/^\[|\]$/g, ''); // '::1', as node:http and gRPC give it
     attributes['url.scheme'] = origin.protocol.slice(0, -1);
     const port = origin.port === '' ? DEFAULT_PORTS[origin.protocol] : Number(origin.port);
     if (port !== undefined) attributes['server.port'] = port;

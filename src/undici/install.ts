@@ -98,8 +98,10 @@ function compose(base: Dispatcher, ...interceptors: Dispatcher.DispatcherCompose
  * Agent of another copy behaves the same. Read from undici's internals defensively: anything
  * unexpected counts as configured, and configured dispatchers are built upon, never replaced.
  */
-function isStockAgent(dispatcher: object): boolean {
-  if (dispatcher.constructor.name !== 'Agent') return false;
+function isStockAgent(dispatcher: object | undefined): boolean {
+  if (dispatcher?.constructor.name !== 'Agent') return false;
+  // A composed Agent is a Proxy whose `dispatch` runs interceptors: configured, never replaced.
+  if ((dispatcher as { dispatch?: unknown }).dispatch !== (Object.getPrototypeOf(dispatcher) as { dispatch?: unknown } | null)?.dispatch) return false;
   const options = internalField(dispatcher, 'options');
   const factory = internalField(dispatcher, 'factory');
   if (typeof factory !== 'function' || factory.name !== 'defaultFactory') return false;

@@ -105,6 +105,36 @@ describe('gRPC servers', () => {
     expect((seen.at ?? 0) - Date.now()).toBeGreaterThan(9_000);
   });
 
+  it("run the app's handler with the app's own object as `this` (its #private fields work)", async () => {
+    const grpc = createRequire(import.meta.url)('@grpc/grpc-js') as typeof Grpc;
+    const json = { requestSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)), requestDeserialize: (b: Buffer): unknown => JSON.parse(String(b)), responseSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)), responseDeserialize: (b: Buffer): unknown => JSON.parse(String(b)) };
+    const definition = { Count: { path: '/lifeline.Test/Count', requestStream: false, responseStream: false, ...json } } as unknown as Grpc.ServiceDefinition;
+    class Counter {
+      #count = 0;
+      Count(_call: unknown, callback: Grpc.sendUnaryData<unknown>): void {
+        this.#count++;
+        callback(null, { count: this.#count });
+      }
+    }
+    const server = new grpc.Server();
+    server.addService(definition, new Counter() as unknown as Grpc.UntypedServiceImplementation);
+    const port = await new Promise<number>((resolve, reject) => {
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) => {
+        if (error) reject(error);
+        else resolve(bound);
+      });
+    });
+    const Client = grpc.makeGenericClientConstructor(definition, 'Test');
+    const client = new Client(`127.0.0.1:${String(port)}`, grpc.credentials.createInsecure()) as GrpcService['client'];
+    try {
+      expect(await unary(client, 'Count', {}, { deadline: Date.now() + 5_000 })).toEqual({ count: 1 });
+      expect(await unary(client, 'Count', {}, { deadline: Date.now() + 5_000 })).toEqual({ count: 2 });
+    } finally {
+      client.close();
+      server.forceShutdown();
+    }
+  });
+
   it('leave a call without a deadline unbounded', async () => {
     expect(await unary(service.client, 'Deadline', {})).toEqual({ source: null });
   });

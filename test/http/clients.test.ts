@@ -2,7 +2,8 @@ import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { createHook } from 'node:async_hooks';
 import { createRequire } from 'node:module';
-import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { createConnection } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Health, isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
@@ -121,6 +122,46 @@ describe.each(NODE_HTTP_CLIENTS)('%s queued in an http.Agent with maxSockets rea
       // The blocker's socket was destroyed by its deadline, not handed back to the pool.
       expect(Object.values(agent.freeSockets).flat()).toEqual([]);
       expect(await withTimeout(5_000, () => call(`${ok.url}/after`, { agent }))).toBe('ok');
+    } finally {
+      agent.destroy();
+    }
+  });
+});
+
+describe('a socket made asynchronously (a proxy tunnel, an agent-base agent)', () => {
+  it('ends at the deadline, not when the socket arrives; the late socket is destroyed quietly', async () => {
+    const head = servers.head;
+    if (head === undefined) throw new Error('setup');
+    // An agent whose connection takes 1 s to appear, as a tunnel through a slow proxy does.
+    let lateSocket: import('node:net').Socket | undefined;
+    class SlowAgent extends HttpAgent {
+      override createConnection(options: object, callback?: (err: Error | null, socket: import('node:net').Socket) => void): undefined {
+        setTimeout(() => {
+          lateSocket = createConnection(options as import('node:net').NetConnectOpts);
+          callback?.(null, lateSocket);
+        }, 1_000);
+        return undefined;
+      }
+    }
+    const agent = new SlowAgent();
+    const events: string[] = [];
+    try {
+      const { error, lateMs } = await lateness(DEADLINE_MS, () =>
+        new Promise((resolve, reject) => {
+          const request = httpRequest(`${head.url}/tunnel`, { agent }, resolve);
+          request.on('error', (e) => {
+            events.push('error');
+            reject(e);
+          });
+          request.on('close', () => events.push('close'));
+          request.end();
+        }),
+      );
+      expect(isDeadlineExceeded(error), String(error)).toBe(true);
+      expect(lateMs).toBeLessThan(LATE_MS);
+      await new Promise((resolve) => setTimeout(resolve, 1_200)); // the socket arrives after 1 s
+      expect(lateSocket?.destroyed).toBe(true);
+      expect(events).toEqual(['error', 'close']);
     } finally {
       agent.destroy();
     }

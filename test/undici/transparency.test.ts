@@ -307,6 +307,19 @@ describe('the dispatcher the process already has', () => {
     });
   });
 
+  it("a composed Agent of the app's undici copy keeps its interceptors", async () => {
+    let intercepted = 0;
+    const composed = new undici7.Agent().compose((dispatch) => (opts, handler) => {
+      intercepted++;
+      return dispatch(opts, handler);
+    });
+    await installedOn(composed as unknown as undici.Dispatcher, async () => {
+      const res = await withTimeout(10_000, () => fetch(`${ok.url}/composed`));
+      expect(await res.text()).toBe('ok');
+      expect(intercepted).toBe(1);
+    });
+  });
+
   it('NODE_USE_ENV_PROXY=1 under register mode: fetch still goes through the proxy, and ends at its deadline', async () => {
     const source = [
       "import { withTimeout, isDeadlineExceeded } from 'lifeline';",
