@@ -7,7 +7,7 @@ export interface CommandIO {
   readonly stderr: NodeJS.WritableStream;
 }
 
-/** Exit codes of `lifeline health` (SPEC §11). */
+/** Exit codes of `lifeline health`. */
 export const EXIT_PASS = 0;
 export const EXIT_FAIL = 1;
 export const EXIT_UNREACHABLE = 2;

@@ -1,6 +1,6 @@
 import { LifelineError } from '../errors/index.js';
 
-/** lifeline's own settings read from the environment (SPEC §10); `OTEL_*` is the NodeSDK's. */
+/** lifeline's own settings read from the environment; `OTEL_*` is the NodeSDK's. */
 export interface EnvConfig {
   /** `false` when `LIFELINE_PROBE_PORT=0`. */
   probe: false | { port?: number; host?: string };

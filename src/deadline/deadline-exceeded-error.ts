@@ -1,4 +1,4 @@
-/** Where a deadline came from (SPEC §6). */
+/** Where a deadline came from. */
 export type DeadlineSource = 'tick' | 'inbound' | 'scope' | 'policy';
 
 /** The reason a deadline aborts work: the deadline passed before the work finished. */

@@ -3,7 +3,7 @@ import { invalidOption } from '../errors/index.js';
 import { ensureContextManager } from './context-manager.js';
 import { DeadlineExceededError, type DeadlineSource } from './deadline-exceeded-error.js';
 
-/** The deadline in force for the current work (SPEC §6). */
+/** The deadline in force for the current work. */
 export interface Deadline {
   /** The deadline, epoch ms. */
   readonly at: number;

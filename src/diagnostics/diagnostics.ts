@@ -20,7 +20,7 @@ import { Redactor } from './redact.js';
 import { userFrames } from './stacks.js';
 import type { DiagnosedComponent, DiagnosticSnapshot, HealthDiagnostics, InFlightNode } from './types.js';
 
-/** Options of {@link Diagnostics} (SPEC §8). */
+/** Options of {@link Diagnostics}. */
 export interface DiagnosticsOptions {
   /** The tracker of in-flight spans; without one a diagnostic has the process view only. */
   inFlight?: InFlightSpanProcessor;
@@ -63,7 +63,7 @@ const KEY_ATTRIBUTES = [
 ];
 
 /**
- * Explains unhealthy verdicts (SPEC §8): on each healthy→unhealthy transition (and at most every
+ * Explains unhealthy verdicts: on each healthy→unhealthy transition (and at most every
  * `minIntervalMs` while components stay unhealthy) a `health verdict` span with the
  * `lifeline.diagnostic` event, `(in flight)` snapshot spans in the stuck traces, and log lines.
  */

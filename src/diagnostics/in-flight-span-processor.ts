@@ -32,7 +32,7 @@ export interface TrackedSpan {
 
 /**
  * Tracks started-but-not-ended spans so that an unhealthy verdict can show where work is stuck
- * (SPEC §8): OpenTelemetry exports spans only when they end, and a stuck call never ends. It also
+ *: OpenTelemetry exports spans only when they end, and a stuck call never ends. It also
  * redacts secrets (URL credentials, sensitive query values, credential headers) from every span's
  * attributes before any exporter sees them.
  */

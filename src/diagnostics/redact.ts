@@ -1,4 +1,4 @@
-/** What counts as a secret (SPEC §8). Matching is case-insensitive; entries are substrings of a key. */
+/** What counts as a secret. Matching is case-insensitive; entries are substrings of a key. */
 export interface RedactionOptions {
   /** Query parameter keys whose values are replaced. Default: token, key, secret, password, passwd, pwd, signature, sig, auth, credential, session, code. */
   queryKeys?: readonly string[];

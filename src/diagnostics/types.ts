@@ -31,7 +31,7 @@ export interface HandleInfo {
   readonly details: string;
 }
 
-/** What `health.diagnose()` returns and a `health verdict` span carries (SPEC §8). */
+/** What `health.diagnose()` returns and a `health verdict` span carries. */
 export interface DiagnosticSnapshot {
   readonly at: string;
   readonly unhealthy: readonly string[];

@@ -16,7 +16,7 @@ export interface HealthOptions {
   /** Where tick spans go. Default: the global tracer provider. */
   tracerProvider?: TracerProvider;
   /**
-   * How unhealthy verdicts explain themselves (SPEC §8): options of the built-in `Diagnostics`
+   * How unhealthy verdicts explain themselves: options of the built-in `Diagnostics`
    * (give it an `InFlightSpanProcessor` for span trees), or your own implementation.
    */
   diagnostics?: DiagnosticsOptions | HealthDiagnostics;
@@ -59,7 +59,7 @@ interface Verdicts {
 }
 
 /**
- * A health catalog (SPEC §4). Every `interval` it offers each registered component a tick; a
+ * A health catalog. Every `interval` it offers each registered component a tick; a
  * component whose tick buffer is full when offered one is unhealthy. Verdicts change only at ping
  * rounds, so `status()` is a cheap read that never waits on a component.
  */

@@ -22,7 +22,7 @@ export interface ComponentInit {
 }
 
 /**
- * A registered component's end of the catalog (SPEC §4): it takes ticks with `take()`, `next()` or
+ * A registered component's end of the catalog: it takes ticks with `take()`, `next()` or
  * `for await`, and stays healthy as long as it keeps its tick buffer from filling up.
  */
 export class ComponentHandle implements AsyncIterable<Tick>, Disposable {

@@ -28,7 +28,7 @@ export interface TickInit {
 /**
  * One permission to work, handed to a component by its catalog. The component must be back for its
  * next tick before `deadline`; work done in `run` is bounded by that deadline and traced as a child
- * of the tick's span (SPEC §4, §5).
+ * of the tick's span.
  */
 export class Tick {
   /** The component this tick was issued to. */

@@ -4,7 +4,7 @@ import { invalidOption } from '../errors/index.js';
 export type RuleValue = string | number | RegExp;
 
 /**
- * A deadline enforced from a call's OpenTelemetry semantic-convention attributes (SPEC §6), e.g.
+ * A deadline enforced from a call's OpenTelemetry semantic-convention attributes, e.g.
  * `{ match: { 'server.address': 'kubelet.local', 'http.request.method': 'GET' }, timeoutMs: 2000 }`.
  * Matchable keys: `server.address`, `server.port`, `http.request.method`, `url.scheme`, `url.path`.
  */

@@ -49,7 +49,7 @@ const DEBUG_DIAGNOSTICS = '/debug/diagnostics';
 const MAX_HEADER_BYTES = 8192;
 
 /**
- * Serves the catalog's cached verdicts for Kubernetes probes (SPEC §7): `/live`, `/ready` and
+ * Serves the catalog's cached verdicts for Kubernetes probes: `/live`, `/ready` and
  * `/startup` answer 200 when ok and 503 when not. A probe never waits on a component or the
  * network: it reads verdicts that only ping rounds change. The listening socket is unref-ed: the
  * probe server alone never keeps a process alive.

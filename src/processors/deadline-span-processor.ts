@@ -8,7 +8,7 @@ const ATTR_ERROR_TYPE = 'error.type';
 const DEADLINE_ERROR_CODE = 'ERR_DEADLINE_EXCEEDED';
 
 /**
- * Records deadlines on spans (SPEC §6). Every span started under a deadline gets
+ * Records deadlines on spans. Every span started under a deadline gets
  * `lifeline.deadline.at`, `budget_ms` (remaining at start) and `source`; a client span started with
  * no deadline at all gets `lifeline.deadline.missing` — the calls nobody bounded. A span that ends
  * with a `DeadlineExceededError` (as the undici instrumentation records a call lifeline aborted) is

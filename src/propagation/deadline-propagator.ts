@@ -2,7 +2,7 @@ import type { Context, TextMapGetter, TextMapPropagator, TextMapSetter } from '@
 import { contextWithDeadline, deadlineOf, DeadlineScope } from '../deadline/index.js';
 import { invalidOption } from '../errors/index.js';
 
-/** The header carrying the caller's remaining budget, in whole milliseconds (SPEC §6). */
+/** The header carrying the caller's remaining budget, in whole milliseconds. */
 export const DEADLINE_HEADER = 'x-request-timeout-ms';
 
 /** Options of {@link DeadlinePropagator}. */

@@ -1,6 +1,6 @@
 /**
  * `node --import lifeline/register app.js`: instruments an unmodified service, configured by the
- * environment (SPEC §10). A misconfiguration stops start-up with a message naming the variable.
+ * environment. A misconfiguration stops start-up with a message naming the variable.
  */
 import { register } from 'node:module';
 import { readEnvConfig, type EnvConfig } from '../config/index.js';

@@ -89,7 +89,7 @@ export interface Lifeline {
 }
 
 /**
- * Starts the OpenTelemetry NodeSDK wired with everything lifeline has (SPEC §3): deadline span
+ * Starts the OpenTelemetry NodeSDK wired with everything lifeline has: deadline span
  * attributes, the deadline header beside W3C trace context and baggage, undici/fetch and http
  * instrumentation (probe requests untraced), the deadline dispatcher, the probe server and the
  * catalog. The SDK registers the global tracer provider, propagator and context manager.

@@ -1,7 +1,7 @@
-/** Instrumentation scope name of every span lifeline starts (SPEC §9). */
+/** Instrumentation scope name of every span lifeline starts. */
 export const SCOPE_NAME = 'lifeline';
 
-/** Span attribute keys of lifeline's telemetry vocabulary (SPEC §5, §6, §9). */
+/** Span attribute keys of lifeline's telemetry vocabulary. */
 export const ATTR_HEALTH_COMPONENT = 'lifeline.health.component';
 export const ATTR_HEALTH_PROBE = 'lifeline.health.probe';
 export const ATTR_HEALTH_TICK = 'lifeline.health.tick';
@@ -11,7 +11,7 @@ export const ATTR_DEADLINE_SOURCE = 'lifeline.deadline.source';
 export const ATTR_DEADLINE_EXCEEDED = 'lifeline.deadline.exceeded';
 export const ATTR_DEADLINE_MISSING = 'lifeline.deadline.missing';
 
-/** Diagnostics (SPEC §8): the verdict span's attribute, its event and the event's attributes. */
+/** Diagnostics: the verdict span's attribute, its event and the event's attributes. */
 export const ATTR_HEALTH_UNHEALTHY = 'lifeline.health.unhealthy';
 export const EVENT_DIAGNOSTIC = 'lifeline.diagnostic';
 export const ATTR_DIAGNOSTIC_SPAN_TREE = 'lifeline.diagnostic.span_tree';
