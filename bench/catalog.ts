@@ -5,7 +5,7 @@
  * Run: npm run bench:catalog
  */
 import { BatchSpanProcessor, TracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace';
-import { Health, type ComponentHandle } from 'lifeline';
+import { Health, type ComponentHandle } from 'otel-lifeline';
 import { fixed, table, timeRuns } from './support.ts';
 
 const SIZES = [1_000, 10_000, 100_000];

@@ -11,7 +11,7 @@ import { propagation, trace } from '@opentelemetry/api';
 import { W3CTraceContextPropagator, CompositePropagator } from '@opentelemetry/core';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { DeadlinePropagator, DeadlineSpanProcessor, InFlightSpanProcessor, installDeadlineDispatcher, withTimeout } from 'lifeline';
+import { DeadlinePropagator, DeadlineSpanProcessor, InFlightSpanProcessor, installDeadlineDispatcher, withTimeout } from 'otel-lifeline';
 import { Agent, fetch as undiciFetch, request, setGlobalDispatcher } from 'undici';
 import { abortLateness, DiscardExporter, fixed, percentile, runConcurrently, settledHeap, startPeer, summarize, table } from './support.ts';
 

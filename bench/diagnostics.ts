@@ -5,7 +5,7 @@
  */
 import { context, SpanKind, trace, type Tracer } from '@opentelemetry/api';
 import { TracerProvider, type ReadableSpan, type SpanExporter, type SpanProcessor, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
-import { Health, InFlightSpanProcessor, type CaptureStacks } from 'lifeline';
+import { Health, InFlightSpanProcessor, type CaptureStacks } from 'otel-lifeline';
 import { fixed, summarize, table } from './support.ts';
 
 const SPANS = 50_000;

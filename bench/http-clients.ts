@@ -10,7 +10,7 @@ import { propagation } from '@opentelemetry/api';
 import { CompositePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { DeadlinePropagator, DeadlineSpanProcessor, installHttpDeadlines, withTimeout, type InstalledHttpDeadlines } from 'lifeline';
+import { DeadlinePropagator, DeadlineSpanProcessor, installHttpDeadlines, withTimeout, type InstalledHttpDeadlines } from 'otel-lifeline';
 import { createRequire } from 'node:module';
 import { abortLateness, DiscardExporter, fixed, percentile, runConcurrently, startPeer, summarize, table } from './support.ts';
 

@@ -4,7 +4,7 @@ import { createServer } from 'node:http';
 
 const kind = process.env.KIND;
 if (kind === 'lifeline') {
-  const { Health, startProbeServer } = await import('lifeline');
+  const { Health, startProbeServer } = await import('otel-lifeline');
   const health = new Health({ interval: 3_600_000 });
   health.registerLiveness('worker').take();
   health.check();

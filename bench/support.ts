@@ -1,5 +1,5 @@
 import { appendFileSync } from 'node:fs';
-import { isDeadlineExceeded, withDeadline } from 'lifeline';
+import { isDeadlineExceeded, withDeadline } from 'otel-lifeline';
 /** Helpers shared by the benchmarks: repeated timing, medians, and a markdown-ish report. */
 
 export interface Sample {

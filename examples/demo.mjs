@@ -2,7 +2,7 @@
 // real Jaeger, and read back from Jaeger's query API.
 //
 // Starts the local stack (Jaeger built from the Go module proxy on first run), runs
-// examples/stuck-dependency under `node --import lifeline/register`, prints the probe and Jaeger
+// examples/stuck-dependency under `node --import otel-lifeline/register`, prints the probe and Jaeger
 // URLs, and after ~30 s prints what Jaeger holds: the calls aborted by deadlines (found by tag
 // lifeline.deadline.exceeded=true) and the diagnostic of the component that got stuck.
 import { spawn } from 'node:child_process';
@@ -17,7 +17,7 @@ const probePort = Number(process.env.DEMO_PROBE_PORT ?? 5555);
 
 console.log('Starting the OpenTelemetry Collector and Jaeger (the first run builds Jaeger: a few minutes)…');
 const stack = await startLocalStack();
-const app = spawn(process.execPath, ['--import', 'lifeline/register', 'examples/stuck-dependency/server.mjs'], {
+const app = spawn(process.execPath, ['--import', 'otel-lifeline/register', 'examples/stuck-dependency/server.mjs'], {
   cwd: ROOT,
   env: {
     ...process.env,

@@ -1,7 +1,7 @@
 // (a) An ordinary Node HTTP service that knows nothing of lifeline: it polls an upstream with
 // fetch every POLL_MS and serves the last answer. Run it unmodified under lifeline:
 //
-//   node --import lifeline/register examples/plain-service/server.mjs
+//   node --import otel-lifeline/register examples/plain-service/server.mjs
 //
 // Its fetch calls become client spans; with no deadline anywhere they carry
 // lifeline.deadline.missing=true: the calls nobody bounded (set LIFELINE_DEFAULT_TIMEOUT_MS).

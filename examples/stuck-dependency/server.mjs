@@ -7,10 +7,10 @@
 //   a `health verdict` with the diagnostic (the in-flight span, the function that waits, the
 //   sockets) and `(in flight)` snapshot spans.
 //
-//   LIFELINE_HEALTH_INTERVAL_MS=1000 node --import lifeline/register examples/stuck-dependency/server.mjs
+//   LIFELINE_HEALTH_INTERVAL_MS=1000 node --import otel-lifeline/register examples/stuck-dependency/server.mjs
 import { createServer, get } from 'node:http';
 import { trace } from '@opentelemetry/api';
-import { health } from 'lifeline';
+import { health } from 'otel-lifeline';
 
 // The dependency, in this process for a self-contained example: it never answers.
 const dependency = createServer(() => undefined);

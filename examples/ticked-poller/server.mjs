@@ -3,9 +3,9 @@
 // deadline. A blackholed upstream now makes the poll fail fast; the component keeps taking ticks
 // and liveness stays green.
 //
-//   LIFELINE_HEALTH_INTERVAL_MS=1000 node --import lifeline/register examples/ticked-poller/server.mjs
+//   LIFELINE_HEALTH_INTERVAL_MS=1000 node --import otel-lifeline/register examples/ticked-poller/server.mjs
 import { createServer } from 'node:http';
-import { health, isDeadlineExceeded } from 'lifeline';
+import { health, isDeadlineExceeded } from 'otel-lifeline';
 import { pino } from 'pino';
 
 const log = pino({ name: 'ticked-poller' });

@@ -1,5 +1,5 @@
 /**
- * `node --import lifeline/register app.js`: instruments an unmodified service, configured by the
+ * `node --import otel-lifeline/register app.js`: instruments an unmodified service, configured by the
  * environment. A misconfiguration stops start-up with a message naming the variable.
  */
 import { register } from 'node:module';

@@ -11,9 +11,9 @@ let stack: LocalStack;
 const running: { stop: () => Promise<void> }[] = [];
 let upstream: TestServer;
 
-/** Starts an example under `--import lifeline/register`, exporting to the collector. */
+/** Starts an example under `--import otel-lifeline/register`, exporting to the collector. */
 async function example(script: string, service: string, env: NodeJS.ProcessEnv = {}): Promise<ChildService & { lines: string[] }> {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'lifeline/register', script], {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'otel-lifeline/register', script], {
     cwd: ROOT,
     env: {
       ...process.env,
@@ -109,8 +109,8 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
   });
 
   it('deadline across two services: the callee records source inbound', async () => {
-    const b = await startService('test/fixtures/relay-service.mjs', { OTEL_SERVICE_NAME: 'e2e-b', OTEL_EXPORTER_OTLP_ENDPOINT: stack.otlpHttpEndpoint, OTEL_BSP_SCHEDULE_DELAY: '200', LIFELINE_PROBE_PORT: '0', NEXT_URL: upstream.url }, ['--import', 'lifeline/register']);
-    const a = await startService('test/fixtures/relay-service.mjs', { OTEL_SERVICE_NAME: 'e2e-a', OTEL_EXPORTER_OTLP_ENDPOINT: stack.otlpHttpEndpoint, OTEL_BSP_SCHEDULE_DELAY: '200', LIFELINE_PROBE_PORT: '0', NEXT_URL: b.url, TIMEOUT_MS: '3000' }, ['--import', 'lifeline/register']);
+    const b = await startService('test/fixtures/relay-service.mjs', { OTEL_SERVICE_NAME: 'e2e-b', OTEL_EXPORTER_OTLP_ENDPOINT: stack.otlpHttpEndpoint, OTEL_BSP_SCHEDULE_DELAY: '200', LIFELINE_PROBE_PORT: '0', NEXT_URL: upstream.url }, ['--import', 'otel-lifeline/register']);
+    const a = await startService('test/fixtures/relay-service.mjs', { OTEL_SERVICE_NAME: 'e2e-a', OTEL_EXPORTER_OTLP_ENDPOINT: stack.otlpHttpEndpoint, OTEL_BSP_SCHEDULE_DELAY: '200', LIFELINE_PROBE_PORT: '0', NEXT_URL: b.url, TIMEOUT_MS: '3000' }, ['--import', 'otel-lifeline/register']);
     running.push(a, b);
     expect((await fetch(`${a.url}/go`)).status).toBe(200);
     const traces = await eventually(

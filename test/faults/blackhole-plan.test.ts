@@ -65,7 +65,7 @@ async function startHelloServer(address: string): Promise<GrpcServer> {
 
 /** Starts the service inside the test host; collects its call lines. */
 function startService(env: NodeJS.ProcessEnv = {}): { child: ChildProcess; calls: Call[]; stop: () => Promise<void> } {
-  const child = host.spawn(process.execPath, ['--import', 'lifeline/register', `${ROOT}/test/fixtures/blackhole-service.mjs`], {
+  const child = host.spawn(process.execPath, ['--import', 'otel-lifeline/register', `${ROOT}/test/fixtures/blackhole-service.mjs`], {
     DEP_URL: `http://${host.localIp}:${DEP_PORT}/status`,
     DEP_GRPC: `${host.localIp}:${DEP_GRPC_PORT}`,
     LIFELINE_HEALTH_INTERVAL_MS: String(INTERVAL_MS),

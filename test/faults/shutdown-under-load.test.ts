@@ -11,7 +11,7 @@ describe('SIGTERM under load (SPEC §3, issue 6: shutdown)', () => {
   it('readiness 503 at once, liveness 200 until exit, ended spans exported, exit within the budget', async () => {
     const receiver = await otlpReceiver();
     const probePort = await freePort();
-    const child = spawn(process.execPath, ['--import', 'lifeline/register', 'test/fixtures/load-service.mjs'], {
+    const child = spawn(process.execPath, ['--import', 'otel-lifeline/register', 'test/fixtures/load-service.mjs'], {
       cwd: ROOT,
       env: {
         ...process.env,

@@ -21,7 +21,7 @@ beforeAll(async () => {
   host = createTestHost();
   dependency = createServer((_req, res) => res.end('ok'));
   await new Promise<void>((resolve) => dependency.listen(DEP_PORT, host.localIp, resolve));
-  service = host.spawn(process.execPath, ['--expose-gc', '--import', 'lifeline/register', `${ROOT}/test/fixtures/blackhole-service.mjs`], {
+  service = host.spawn(process.execPath, ['--expose-gc', '--import', 'otel-lifeline/register', `${ROOT}/test/fixtures/blackhole-service.mjs`], {
     DEP_URL: `http://${host.localIp}:${DEP_PORT}/status`,
     STATS_PORT: String(STATS_PORT),
     LIFELINE_HEALTH_INTERVAL_MS: '500',

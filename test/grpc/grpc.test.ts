@@ -24,7 +24,7 @@ beforeAll(async () => {
     handleSigterm: false,
     propagation: { maxInboundMs: 10_000 },
   });
-  // Required after the SDK started, as a CommonJS service under `--import lifeline/register` does.
+  // Required after the SDK started, as a CommonJS service under `--import otel-lifeline/register` does.
   const grpc = createRequire(import.meta.url)('@grpc/grpc-js') as typeof Grpc;
   service = await startGrpcService(grpc, currentDeadline);
   await unary(service.client, 'Hello', {}); // connect and warm up

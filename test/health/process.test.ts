@@ -4,7 +4,7 @@ import { runModule } from '../support/node.js';
 describe('a catalog in a real process', () => {
   it('never keeps the process alive (§4.8: the timer is unref-ed)', async () => {
     const result = await runModule(`
-      import { Health } from 'lifeline';
+      import { Health } from 'otel-lifeline';
       const health = new Health({ interval: 50 });
       const h = health.registerLiveness('poller');
       h.take();
@@ -19,7 +19,7 @@ describe('a catalog in a real process', () => {
   it('carries deadlines with no SDK started: the first use registers a context manager', async () => {
     const result = await runModule(`
       import { context } from '@opentelemetry/api';
-      import { withTimeout, currentDeadline } from 'lifeline';
+      import { withTimeout, currentDeadline } from 'otel-lifeline';
       const before = context.with(context.active().setValue(Symbol.for('k'), 1), () => context.active().getValue(Symbol.for('k')));
       const source = await withTimeout(1000, async () => {
         await new Promise((r) => setTimeout(r, 5));
@@ -38,7 +38,7 @@ describe('a catalog in a real process', () => {
       const otel = () => Object.keys(globalThis[Symbol.for('opentelemetry.js.api.1')] ?? {}).join(',');
       const globals = () => JSON.stringify([Object.getOwnPropertySymbols(globalThis).map(String).sort(), otel()]);
       const before = globals();
-      const lifeline = await import('lifeline');
+      const lifeline = await import('otel-lifeline');
       const carried = context.with(context.active().setValue(Symbol.for('k'), 1), () => context.active().getValue(Symbol.for('k')));
       console.log(JSON.stringify({ same: before === globals(), carried: carried ?? null, health: typeof lifeline.health.status }));
     `);
@@ -47,7 +47,7 @@ describe('a catalog in a real process', () => {
   });
 
   it('the process-wide health takes its interval from LIFELINE_HEALTH_INTERVAL_MS', async () => {
-    const result = await runModule(`import { health } from 'lifeline'; console.log(health.interval, health.buffer);`, {
+    const result = await runModule(`import { health } from 'otel-lifeline'; console.log(health.interval, health.buffer);`, {
       env: { ...process.env, LIFELINE_HEALTH_INTERVAL_MS: '250' },
     });
     expect(result.stdout.trim()).toBe('250 2');

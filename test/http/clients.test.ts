@@ -20,7 +20,7 @@ const DEADLINE_MS = 300;
 // Timers and socket teardown take a few ms; 50 ms is the bound lifeline promises.
 const LATE_MS = 50;
 
-// Loaded once the SDK runs, as in a service under `--import lifeline/register`: OpenTelemetry's http
+// Loaded once the SDK runs, as in a service under `--import otel-lifeline/register`: OpenTelemetry's http
 // instrumentation patches node:http when a client requires it after the SDK started.
 let CLIENTS: Readonly<Record<string, Client>> = {};
 const NODE_HTTP_CLIENTS = ['node:http(s)', 'axios', 'got', 'node-fetch@2', '@aws-sdk/client-s3'] as const;

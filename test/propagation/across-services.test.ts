@@ -14,7 +14,7 @@ beforeAll(async () => {
     OTEL_BSP_SCHEDULE_DELAY: '100',
     LIFELINE_PROBE_PORT: '0',
   };
-  const start = (env: NodeJS.ProcessEnv) => startService(SCRIPT, { ...otel, ...env }, ['--import', 'lifeline/register']);
+  const start = (env: NodeJS.ProcessEnv) => startService(SCRIPT, { ...otel, ...env }, ['--import', 'otel-lifeline/register']);
   const c = await start({ OTEL_SERVICE_NAME: 'svc-c' });
   const b = await start({ OTEL_SERVICE_NAME: 'svc-b', NEXT_URL: c.url });
   const a = await start({ OTEL_SERVICE_NAME: 'svc-a', NEXT_URL: b.url, TIMEOUT_MS: '500' });

@@ -4,9 +4,9 @@ import { freePort, ROOT, runNode } from '../support/node.js';
 
 const QUIET_OTEL = { OTEL_TRACES_EXPORTER: 'none', OTEL_METRICS_EXPORTER: 'none', OTEL_LOGS_EXPORTER: 'none' };
 
-/** Starts an app under `--import lifeline/register`, asks its probe server, and waits for it to exit on its own. */
+/** Starts an app under `--import otel-lifeline/register`, asks its probe server, and waits for it to exit on its own. */
 async function probeRegisteredApp(app: string, port: number): Promise<{ live: number; body: unknown; code: number | null }> {
-  const child = spawn(process.execPath, ['--import', 'lifeline/register', app], {
+  const child = spawn(process.execPath, ['--import', 'otel-lifeline/register', app], {
     cwd: ROOT,
     env: { ...process.env, ...QUIET_OTEL, LIFELINE_PROBE_PORT: String(port), APP_LIFETIME_MS: '3000' },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -31,7 +31,7 @@ describe('lifeline/register (SPEC §3, §10)', () => {
     ['LIFELINE_HEALTH_INTERVAL_MS', '-3'],
     ['LIFELINE_LOG_LEVEL', 'chatty'],
   ])('an invalid %s=%s stops start-up with a message naming it', async (name, value) => {
-    const result = await runNode(['--import', 'lifeline/register', 'test/fixtures/plain-app.mjs'], { env: { ...process.env, ...QUIET_OTEL, [name]: value } });
+    const result = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env: { ...process.env, ...QUIET_OTEL, [name]: value } });
     expect(result.code).toBe(1);
     expect(result.stdout).not.toContain('app listening');
     expect(result.stderr).toContain(`invalid ${name}=${JSON.stringify(value)}`);

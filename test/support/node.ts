@@ -12,7 +12,7 @@ export interface NodeResult {
 
 /**
  * Runs an ES module snippet in a fresh Node process from the repository root, so it imports the
- * built package through its own `exports` map (`import … from 'lifeline'`), as a user would.
+ * built package through its own `exports` map (`import … from 'otel-lifeline'`), as a user would.
  */
 export function runModule(source: string, options: { timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<NodeResult> {
   return runNode(['--input-type=module', '-e', source], options);

@@ -322,14 +322,14 @@ describe('the dispatcher the process already has', () => {
 
   it('NODE_USE_ENV_PROXY=1 under register mode: fetch still goes through the proxy, and ends at its deadline', async () => {
     const source = [
-      "import { withTimeout, isDeadlineExceeded } from 'lifeline';",
+      "import { withTimeout, isDeadlineExceeded } from 'otel-lifeline';",
       `const res = await withTimeout(10_000, () => fetch(${JSON.stringify(`${ok.url}/env-proxy`)}));`,
       'console.log(res.status, await res.text());',
       `const error = await withTimeout(300, () => fetch(${JSON.stringify(`${silentUrl}/env-proxy-stuck`)})).catch((e) => e);`,
       'console.log(isDeadlineExceeded(error));',
     ].join('\n');
     proxied.clear();
-    const result = await runNode(['--import', 'lifeline/register', '--input-type=module', '-e', source], {
+    const result = await runNode(['--import', 'otel-lifeline/register', '--input-type=module', '-e', source], {
       timeoutMs: 20_000,
       env: {
         ...process.env,
