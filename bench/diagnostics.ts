@@ -60,7 +60,7 @@ for (const inFlightCount of [1_000, 10_000]) {
     const exporter = new CountingExporter();
     const inFlight = new InFlightSpanProcessor();
     const provider = new TracerProvider({ spanProcessors: [inFlight, new SimpleSpanProcessor({ exporter })] });
-    const health = new Health({ interval: 3_600_000, tracerProvider: provider, diagnostics: { inFlight, tracerProvider: provider, maxBytes: MAX_BYTES, logger: { info: () => undefined, debug: () => undefined } } });
+    const health = new Health({ interval: 3_600_000, tracerProvider: provider, diagnostics: { inFlight, tracerProvider: provider, maxBytes: MAX_BYTES, logger: { warn: () => undefined, info: () => undefined, debug: () => undefined } } });
     const h = health.registerLiveness('stuck');
     h.take();
     const tracer = provider.getTracer('bench');

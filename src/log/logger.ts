@@ -2,6 +2,7 @@ import { pino } from 'pino';
 
 /** The slice of a pino logger lifeline writes to; any pino logger (or child) fits. */
 export interface Logger {
+  warn(obj: object, msg: string): void;
   info(obj: object, msg: string): void;
   debug(obj: object, msg: string): void;
 }

@@ -1,6 +1,3 @@
-import { OTLPTraceExporter as OTLPGrpcTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
-import { OTLPTraceExporter as OTLPJsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as OTLPProtoTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { BatchSpanProcessor, ConsoleSpanExporter, type SpanExporter } from '@opentelemetry/sdk-trace';
 import { LifelineError } from '../errors/index.js';
 
@@ -9,30 +6,29 @@ import { LifelineError } from '../errors/index.js';
  * `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`, default `http/protobuf`). NodeSDK does the same, but only
  * when it also owns every span processor; lifeline needs its own processors beside the exporter's.
  * The OTLP exporters read their endpoint, headers and timeout from the `OTEL_*` env themselves.
+ * Only the exporter asked for is loaded: an unused gRPC exporter (and grpc-js with it) costs nothing.
  */
-export function traceExportersFromEnv(env: NodeJS.ProcessEnv = process.env): SpanExporter[] {
+export async function traceExportersFromEnv(env: NodeJS.ProcessEnv = process.env): Promise<SpanExporter[]> {
   const names = (env.OTEL_TRACES_EXPORTER ?? 'otlp')
     .split(',')
     .map((name) => name.trim())
     .filter((name) => name !== '');
   if (names.includes('none')) return [];
-  return names.map((name) => {
-    if (name === 'console') return new ConsoleSpanExporter();
-    if (name === 'otlp') return otlpExporter(env);
-    throw new LifelineError('ERR_INVALID_OPTION', `invalid OTEL_TRACES_EXPORTER=${JSON.stringify(env.OTEL_TRACES_EXPORTER)} (lifeline supports otlp, console and none)`);
-  });
+  const invalid = names.find((name) => name !== 'console' && name !== 'otlp');
+  if (invalid !== undefined) throw new LifelineError('ERR_INVALID_OPTION', `invalid OTEL_TRACES_EXPORTER=${JSON.stringify(env.OTEL_TRACES_EXPORTER)} (lifeline supports otlp, console and none)`);
+  return Promise.all(names.map((name) => (name === 'console' ? new ConsoleSpanExporter() : otlpExporter(env))));
 }
 
-function otlpExporter(env: NodeJS.ProcessEnv): SpanExporter {
+async function otlpExporter(env: NodeJS.ProcessEnv): Promise<SpanExporter> {
   const variable = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL === undefined ? 'OTEL_EXPORTER_OTLP_PROTOCOL' : 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL';
   const protocol = (env[variable] ?? 'http/protobuf').trim();
   switch (protocol) {
     case 'http/protobuf':
-      return new OTLPProtoTraceExporter();
+      return new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter();
     case 'http/json':
-      return new OTLPJsonTraceExporter();
+      return new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter();
     case 'grpc':
-      return new OTLPGrpcTraceExporter();
+      return new (await import('@opentelemetry/exporter-trace-otlp-grpc')).OTLPTraceExporter();
     default:
       throw new LifelineError('ERR_INVALID_OPTION', `invalid ${variable}=${JSON.stringify(protocol)} (expected http/protobuf, http/json or grpc)`);
   }

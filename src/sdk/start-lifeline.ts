@@ -1,159 +1,72 @@
-import { trace } from '@opentelemetry/api';
-import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { Instrumentation } from '@opentelemetry/instrumentation';
-import { GrpcInstrumentation } from '@opentelemetry/instrumentation-grpc';
 import { HttpInstrumentation, type HttpInstrumentationConfig } from '@opentelemetry/instrumentation-http';
-import { PinoInstrumentation } from '@opentelemetry/instrumentation-pino';
-import { UndiciInstrumentation, type UndiciInstrumentationConfig } from '@opentelemetry/instrumentation-undici';
-import { NodeSDK, type NodeSDKConfiguration } from '@opentelemetry/sdk-node';
+import type { UndiciInstrumentationConfig } from '@opentelemetry/instrumentation-undici';
+import type { NodeSDKConfiguration } from '@opentelemetry/sdk-node';
 import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
-import { createRequire } from 'node:module';
-import { invalidOption } from '../errors/index.js';
-import { policyDeadlineOf } from '../http/index.js';
-import { recordDeadline } from '../processors/index.js';
-import {
-  LifelineError,
-  DeadlinePropagator,
-  DeadlineSpanProcessor,
-  Diagnostics,
-  InFlightSpanProcessor,
-  health as processHealth,
-  installDeadlineDispatcher,
-  installHttpDeadlines,
-  startProbeServer,
-  type DeadlineDispatcherOptions,
-  type DeadlinePropagatorOptions,
-  type DiagnosticsOptions,
-  type Health,
-  type InFlightSpanProcessorOptions,
-  type InstalledDeadlineDispatcher,
-  type InstalledHttpDeadlines,
-  type Logger,
-  type ProbeServer,
-  type ProbeServerOptions,
-} from '../index.js';
+import { LifelineError } from '../index.js';
+import { defaultLogger } from '../log/index.js';
+import { autoInstrumentations } from './auto-instrumentations.js';
+import { installEsmHook, instrumentedModules } from './esm-hook.js';
+import { ExportWarningExporter, otlpDestination } from './export-warning.js';
 import { batchProcessorFromEnv, traceExportersFromEnv } from './exporters-from-env.js';
-import { GrpcDeadlineInstrumentation } from './grpc-deadline-instrumentation.js';
-
-// Required, not imported: see the probe server (an ES import of node:http sets a global).
-const http = createRequire(import.meta.url)('node:http') as typeof import('node:http');
+import { assembleParts, lifelineRunning, type Lifeline, type LifelineParts, type LifelinePartsOptions } from './lifeline-parts.js';
 
 /** Options of {@link startLifeline}. */
-export interface LifelineOptions {
+export interface LifelineOptions extends LifelinePartsOptions {
   /** `service.name`; default from `OTEL_SERVICE_NAME`. */
   serviceName?: string;
   /** Where spans go, batched; default the exporters `OTEL_TRACES_EXPORTER` names (OTLP). */
   traceExporter?: SpanExporter;
   /** Span processors to use instead of the batched `traceExporter`; lifeline's own run first. */
   spanProcessors?: SpanProcessor[];
-  /** More instrumentations beside lifeline's (undici/fetch, http, pino). */
+  /** More instrumentations beside lifeline's (undici/fetch, http, gRPC, pino, or the auto-instrumentations). */
   instrumentations?: Instrumentation[];
   /** Configuration of lifeline's undici/fetch instrumentation (e.g. `headersToSpanAttributes`). */
   undici?: UndiciInstrumentationConfig;
   /** Configuration of lifeline's http instrumentation; probe requests stay untraced. */
   http?: HttpInstrumentationConfig;
-  /** The catalog to serve; default the process-wide `health`. */
-  health?: Health;
-  /** Probe server options, or `false` for no probe server. */
-  probe?: false | Omit<ProbeServerOptions, 'health'>;
-  /** Where lifeline logs; default lifeline's pino logger. */
-  logger?: Logger;
   /**
-   * Deadline policy of every outgoing call — Node's `fetch` and undici (the global dispatcher),
-   * node:http/https (axios, got, …) and gRPC — or `false` to bound none of them.
+   * Use `@opentelemetry/auto-instrumentations-node` (Express routes, winston/bunyan trace ids,
+   * databases…) instead of lifeline's four instrumentations, when the app has it installed; it
+   * honours `OTEL_NODE_ENABLED_INSTRUMENTATIONS` / `OTEL_NODE_DISABLED_INSTRUMENTATIONS`. `true`
+   * fails if it is not installed; `'if-installed'` (register mode's default) falls back quietly.
+   * Default false.
    */
-  deadlines?: false | DeadlineDispatcherOptions;
-  /** Options of the inbound/outbound deadline header. */
-  propagation?: DeadlinePropagatorOptions;
-  /** How unhealthy verdicts explain themselves: in-flight tracking, stacks, rate limit, caps, redaction. */
-  diagnostics?: Omit<DiagnosticsOptions, 'inFlight' | 'tracerProvider' | 'logger'> & InFlightSpanProcessorOptions;
+  autoInstrumentations?: boolean | 'if-installed';
   /**
-   * On SIGTERM: readiness fails at once, liveness stays up, spans are flushed; then, if the app has
-   * no SIGTERM handler of its own, lifeline shuts down and exits. `false` leaves SIGTERM alone.
-   * Default true.
+   * Registers the ES module loader hook, limited to the modules the instrumentations patch, so that
+   * modules an ES module app imports after this call are instrumented (register mode does it before
+   * the app's first import). Default false.
    */
-  handleSigterm?: boolean;
-  /** The most a SIGTERM flush or shutdown may take before the process exits anyway. Default 5 000 ms. */
-  shutdownTimeoutMs?: number;
+  esmHook?: boolean;
 }
 
-/** A started lifeline: the catalog, its probe server, and the SDK's flush and shutdown. */
-export interface Lifeline {
-  readonly health: Health;
-  /** The probe server, or `undefined` when started with `probe: false`. */
-  readonly probe: ProbeServer | undefined;
-  /** Exports every ended span now. */
-  forceFlush(): Promise<void>;
-  /** Closes the probe server and the catalog, restores the global dispatcher, flushes and stops the SDK. Idempotent. */
-  shutdown(): Promise<void>;
-}
+export type { Lifeline } from './lifeline-parts.js';
 
 /**
  * Starts the OpenTelemetry NodeSDK wired with everything lifeline has: deadline span
- * attributes, the deadline header beside W3C trace context and baggage, undici/fetch and http
- * instrumentation (probe requests untraced), the deadline dispatcher, the probe server and the
- * catalog. The SDK registers the global tracer provider, propagator and context manager.
+ * attributes, the deadline header beside W3C trace context and baggage, undici/fetch, http, gRPC
+ * and pino instrumentation (probe requests untraced), deadlines on every client, the probe server
+ * and the catalog. The SDK registers the global tracer provider, propagator and context manager.
+ * To add lifeline to an SDK you create yourself, use {@link lifelineParts} instead.
+ *
+ * @example
+ * ```ts
+ * import { startLifeline } from 'otel-lifeline/sdk';
+ *
+ * const lifeline = await startLifeline({ serviceName: 'checkout', deadlines: { defaultTimeoutMs: 10_000 } });
+ * ```
  */
 export async function startLifeline(options: LifelineOptions = {}): Promise<Lifeline> {
   // A second SDK would fight the first over the globals (and both would wait on the other's SIGTERM).
-  if (running) throw new LifelineError('ERR_ALREADY_STARTED', 'lifeline is already started in this process (once shut down, it can start again only with a catalog of its own)');
-  const { shutdownTimeoutMs } = options;
-  if (shutdownTimeoutMs !== undefined && !(typeof shutdownTimeoutMs === 'number' && shutdownTimeoutMs > 0 && shutdownTimeoutMs <= 2_147_483_647)) {
-    throw invalidOption('shutdownTimeoutMs', shutdownTimeoutMs, 'a number of ms > 0 and at most 2147483647');
-  }
-  running = true;
-  try {
-    return await start(options);
-  } catch (err) {
-    running = false;
-    throw err;
-  }
-}
-
-let running = false;
-
-async function start(options: LifelineOptions): Promise<Lifeline> {
-  const health = options.health ?? processHealth;
-  const { captureStacks, maxSpans, redact, ...verdicts } = options.diagnostics ?? {};
-  const inFlight = new InFlightSpanProcessor({
-    ...(captureStacks === undefined ? {} : { captureStacks }),
-    ...(maxSpans === undefined ? {} : { maxSpans }),
-    ...(redact === undefined ? {} : { redact }),
-  });
-  const diagnostics = new Diagnostics({ ...verdicts, inFlight, ...(options.logger === undefined ? {} : { logger: options.logger }) });
-  const spanProcessors: SpanProcessor[] = [
-    inFlight, // first: it redacts secrets before any exporter sees a span
-    new DeadlineSpanProcessor(),
-    ...(options.spanProcessors ?? (options.traceExporter ? [options.traceExporter] : traceExportersFromEnv()).map((exporter) => batchProcessorFromEnv(exporter))),
-  ];
-  let probePort: number | undefined;
-  const { dispatcher: _given, ...deadlinePolicy } = options.deadlines === false ? {} : (options.deadlines ?? {});
-  // NodeSDK's shutdown leaves instrumentations enabled: lifeline disables its own, as it uninstalls the dispatcher.
-  const grpcDeadlines =
-    options.deadlines === false ? undefined : new GrpcDeadlineInstrumentation({ ...deadlinePolicy, ...(options.propagation?.maxInboundMs === undefined ? {} : { maxInboundMs: options.propagation.maxInboundMs }) });
+  if (lifelineRunning()) throw new LifelineError('ERR_ALREADY_STARTED', 'lifeline is already started in this process (once shut down, it can start again only with a catalog of its own)');
+  let stopSdk: (() => Promise<void>) | undefined;
+  const parts = assembleParts(options, () => stopSdk?.() ?? Promise.resolve());
+  const [{ NodeSDK }, instrumentations, spanProcessors] = await Promise.all([import('@opentelemetry/sdk-node'), instrumentationsOf(options, parts), exportingProcessors(options)]);
   const config: Partial<NodeSDKConfiguration> = {
-    spanProcessors,
-    textMapPropagator: new CompositePropagator({
-      propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator(), new DeadlinePropagator(options.propagation)],
-    }),
-    instrumentations: [
-      // Before OpenTelemetry's grpc instrumentation, so deadlines reach handlers it wraps.
-      ...(grpcDeadlines === undefined ? [] : [grpcDeadlines]),
-      new GrpcInstrumentation(),
-      new UndiciInstrumentation(options.undici),
-      new HttpInstrumentation({
-        ...options.http,
-        requestHook: (span, request) => {
-          // A policy rule gave this node:http call its deadline after its span started.
-          const deadline = request instanceof http.ClientRequest ? policyDeadlineOf(request) : undefined;
-          if (deadline !== undefined) recordDeadline(span, deadline, true);
-          options.http?.requestHook?.(span, request);
-        },
-        ignoreIncomingRequestHook: (req) => (probePort !== undefined && req.socket.localPort === probePort) || (options.http?.ignoreIncomingRequestHook?.(req) ?? false),
-      }),
-      new PinoInstrumentation(), // trace_id / span_id on every pino line written inside a span
-      ...(options.instrumentations ?? []),
-    ],
+    spanProcessors: [...parts.spanProcessors, ...spanProcessors],
+    textMapPropagator: parts.propagator,
+    instrumentations: [...parts.instrumentations, ...instrumentations, ...(options.instrumentations ?? [])],
     // Logs and metrics stay off unless their exporters are asked for: lifeline is about traces.
     ...(process.env.OTEL_LOGS_EXPORTER === undefined ? { logRecordProcessors: [] } : {}),
     ...(process.env.OTEL_METRICS_EXPORTER === undefined ? { metricReaders: [] } : {}),
@@ -161,80 +74,41 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
   };
   const sdk = new NodeSDK(config);
   sdk.start();
-  let dispatcher: InstalledDeadlineDispatcher | undefined;
-  let httpDeadlines: InstalledHttpDeadlines | undefined;
-  let probe: ProbeServer | undefined;
+  if (options.esmHook) await installEsmHook(instrumentedModules(config.instrumentations?.flat() ?? []));
+  stopSdk = () => sdk.shutdown();
   try {
-    if (options.deadlines !== false) {
-      dispatcher = installDeadlineDispatcher(options.deadlines);
-      httpDeadlines = installHttpDeadlines(deadlinePolicy);
-    }
-    probe = options.probe === false ? undefined : await startProbeServer({ ...options.probe, ...(options.logger ? { logger: options.logger } : {}), health });
-    probePort = probe?.port;
-    health.useDiagnostics(diagnostics);
+    return await parts.start();
   } catch (err) {
-    dispatcher?.uninstall();
-    httpDeadlines?.uninstall();
-    grpcDeadlines?.disable();
     await sdk.shutdown();
     throw err;
   }
-  let stopping: Promise<void> | undefined;
-  const lifeline: Lifeline = {
-    health,
-    probe,
-    forceFlush: async () => {
-      // NodeSDK keeps its tracer provider private; the global proxy hands out the one it registered.
-      const provider = trace.getTracerProvider() as { getDelegate?: () => { forceFlush?: () => Promise<void> } };
-      await provider.getDelegate?.().forceFlush?.();
-    },
-    shutdown: () =>
-      (stopping ??= (async () => {
-        process.off('SIGTERM', onSigterm);
-        // Spans first, probes last: liveness keeps answering 200 until the very end. Whatever
-        // the exporter does, everything else is still released.
-        try {
-          await sdk.shutdown();
-        } finally {
-          dispatcher?.uninstall();
-          httpDeadlines?.uninstall();
-          grpcDeadlines?.disable();
-          await probe?.close().catch(() => undefined);
-          health.close();
-          // The process-wide catalog is closed for good: only a start with a catalog of its own may follow.
-          running = options.health === undefined;
-        }
-      })()),
-  };
-  const timeoutMs = options.shutdownTimeoutMs ?? 5_000;
-  function onSigterm(): void {
-    health.drain();
-    // Whether the app will handle shutdown itself is known only now: it may register later than us.
-    const appHandles = process.listenerCount('SIGTERM') > 1;
-    const work = appHandles ? lifeline.forceFlush() : lifeline.forceFlush().then(() => lifeline.shutdown());
-    void withinBudget(work, timeoutMs).then(() => {
-      if (appHandles) return;
-      process.off('SIGTERM', onSigterm);
-      process.kill(process.pid, 'SIGTERM'); // no handler left: the default action ends the process
-    });
-  }
-  if (options.handleSigterm ?? true) process.on('SIGTERM', onSigterm);
-  return lifeline;
 }
 
-/** Waits for `work`, but never longer than `ms`; failures are swallowed (shutdown must go on). */
-function withinBudget(work: Promise<unknown>, ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    work.then(
-      () => {
-        clearTimeout(timer);
-        resolve();
-      },
-      () => {
-        clearTimeout(timer);
-        resolve();
-      },
-    );
-  });
+/** lifeline's instrumentations, or the auto-instrumentations configured with lifeline's hooks. */
+async function instrumentationsOf(options: LifelineOptions, parts: LifelineParts): Promise<Instrumentation[]> {
+  if (options.autoInstrumentations) {
+    const auto = await autoInstrumentations(parts.httpConfig(options.http), options.undici ?? {}, options.autoInstrumentations === true);
+    if (auto !== undefined) return auto;
+  }
+  const [{ GrpcInstrumentation }, { UndiciInstrumentation }, { PinoInstrumentation }] = await Promise.all([
+    import('@opentelemetry/instrumentation-grpc'),
+    import('@opentelemetry/instrumentation-undici'),
+    import('@opentelemetry/instrumentation-pino'),
+  ]);
+  return [
+    new GrpcInstrumentation(), // after lifeline's gRPC deadlines (parts.instrumentations), so deadlines reach handlers it wraps
+    new UndiciInstrumentation(options.undici),
+    new HttpInstrumentation(parts.httpConfig(options.http)),
+    new PinoInstrumentation(), // trace_id / span_id on every pino line written inside a span
+  ];
+}
+
+/** Batched exporters, each saying once when its spans cannot be exported. */
+async function exportingProcessors(options: LifelineOptions): Promise<SpanProcessor[]> {
+  if (options.spanProcessors) return options.spanProcessors;
+  const logger = options.logger ?? defaultLogger();
+  const exporters = options.traceExporter
+    ? [new ExportWarningExporter(options.traceExporter, logger, 'traceExporter')]
+    : (await traceExportersFromEnv()).map((exporter) => new ExportWarningExporter(exporter, logger, otlpDestination()));
+  return exporters.map((exporter) => batchProcessorFromEnv(exporter));
 }

@@ -23,6 +23,7 @@ let installed: InstalledDeadlineDispatcher;
 let silent: TestServer;
 let lines: { level: string; obj: object; msg: string }[] = [];
 const logger: Logger = {
+  warn: (obj, msg) => lines.push({ level: 'warn', obj, msg }),
   info: (obj, msg) => lines.push({ level: 'info', obj, msg }),
   debug: (obj, msg) => lines.push({ level: 'debug', obj, msg }),
 };

@@ -8,7 +8,7 @@ const health = new Health();
 
 beforeAll(async () => {
   host = createTestHost();
-  probe = await startProbeServer({ health, host: '0.0.0.0', port: 0, debugDiagnostics: true, logger: { info: () => undefined, debug: () => undefined } });
+  probe = await startProbeServer({ health, host: '0.0.0.0', port: 0, debugDiagnostics: true, logger: { warn: () => undefined, info: () => undefined, debug: () => undefined } });
 });
 afterAll(async () => {
   await probe.close();

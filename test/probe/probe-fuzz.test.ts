@@ -8,7 +8,7 @@ const health = new Health();
 
 beforeAll(async () => {
   health.registerLiveness('fuzzed');
-  probe = await startProbeServer({ health, port: 0, requestTimeoutMs: 300, logger: { info: () => undefined, debug: () => undefined } });
+  probe = await startProbeServer({ health, port: 0, requestTimeoutMs: 300, logger: { warn: () => undefined, info: () => undefined, debug: () => undefined } });
 });
 afterAll(async () => {
   await probe.close();

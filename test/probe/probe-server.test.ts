@@ -11,6 +11,7 @@ function recordingLogger(): Logger & { lines: { obj: object; msg: string }[] } {
   const lines: { obj: object; msg: string }[] = [];
   return {
     lines,
+    warn: (obj, msg) => lines.push({ obj, msg }),
     info: (obj, msg) => lines.push({ obj, msg }),
     debug: () => undefined,
   };

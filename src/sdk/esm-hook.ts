@@ -1,0 +1,42 @@
+import type { Instrumentation } from '@opentelemetry/instrumentation';
+import { createRequire, register as registerLoader } from 'node:module';
+import { pathToFileURL } from 'node:url';
+
+/** How the ESM loader hook was installed, for the start-up log line and the tests. */
+export type EsmHookMode = 'sync' | 'async' | 'off';
+
+/**
+ * The module names `instrumentations` patch: the hook's include list. import-in-the-middle then
+ * wraps only these modules, instead of rewriting every module the app imports (which costs
+ * start-up time and, for some import graphs with cycles, breaks them: `tap` did).
+ */
+export function instrumentedModules(instrumentations: readonly Instrumentation[]): string[] {
+  const names = new Set<string>();
+  for (const instrumentation of instrumentations) {
+    const definitions = (instrumentation as { getModuleDefinitions?: () => readonly { name: string }[] }).getModuleDefinitions?.() ?? [];
+    for (const { name } of definitions) names.add(name);
+  }
+  return [...names].sort();
+}
+
+/**
+ * Lets OpenTelemetry's instrumentations patch modules an ES module app imports. Prefers the
+ * in-thread `module.registerHooks` loader where the Node version supports it (no loader thread:
+ * faster start-up, less memory), else the off-thread `module.register` one. The loader is
+ * import-in-the-middle, resolved from `@opentelemetry/instrumentation` so that it is the copy
+ * whose `Hook` registrations the instrumentations make.
+ */
+export async function installEsmHook(include: readonly string[]): Promise<EsmHookMode> {
+  const fromInstrumentation = createRequire(createRequire(import.meta.url).resolve('@opentelemetry/instrumentation'));
+  const loaderUrl = (file: string): string => pathToFileURL(fromInstrumentation.resolve(`import-in-the-middle/${file}`)).href;
+  const sync = (await import(loaderUrl('supports-sync-hooks.mjs'))) as { supportsSyncHooks(): boolean };
+  if (sync.supportsSyncHooks()) {
+    const hooks = (await import(loaderUrl('register-hooks.mjs'))) as { register(options: { include: string[] }): void };
+    hooks.register({ include: [...include] });
+    return 'sync';
+  }
+  // module.register is deprecated in favour of registerHooks, used above where it works.
+  // eslint-disable-next-line @typescript-eslint/no-deprecated
+  registerLoader(loaderUrl('hook.mjs'), import.meta.url, { data: { include: [...include] } });
+  return 'async';
+}

@@ -1,0 +1,52 @@
+import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
+import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
+import type { Logger } from '../index.js';
+
+/**
+ * Passes every call on to `exporter`, and says so once when spans stop reaching it (a collector
+ * that is not running, a wrong endpoint) and once when they reach it again. Without it, the OTLP
+ * exporters drop spans silently and a new user sees an empty Jaeger with no clue why.
+ */
+export class ExportWarningExporter implements SpanExporter {
+  #failing = false;
+
+  constructor(
+    private readonly exporter: SpanExporter,
+    private readonly logger: Logger,
+    private readonly destination: string,
+  ) {}
+
+  export(spans: ReadableSpan[], resultCallback: (result: ExportResult) => void): void {
+    this.exporter.export(spans, (result) => {
+      if (result.code !== ExportResultCode.SUCCESS && !this.#failing) {
+        this.#failing = true;
+        this.logger.warn(
+          { destination: this.destination, err: result.error?.message ?? 'export failed', spans: spans.length },
+          'lifeline: spans cannot be exported and are being dropped (is the collector running?); said once until export works again',
+        );
+      } else if (result.code === ExportResultCode.SUCCESS && this.#failing) {
+        this.#failing = false;
+        this.logger.info({ destination: this.destination }, 'lifeline: spans are exported again');
+      }
+      resultCallback(result);
+    });
+  }
+
+  shutdown(): Promise<void> {
+    return this.exporter.shutdown();
+  }
+
+  forceFlush(): Promise<void> {
+    return this.exporter.forceFlush?.() ?? Promise.resolve();
+  }
+}
+
+/** Where the env-configured OTLP exporter sends traces, for the warning above. */
+export function otlpDestination(env: NodeJS.ProcessEnv = process.env): string {
+  const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
+  if (traces) return traces;
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
+  const grpc = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL)?.trim() === 'grpc';
+  if (base) return grpc ? base : `${base.replace(/\/$/, '')}/v1/traces`;
+  return grpc ? 'http://localhost:4317' : 'http://localhost:4318/v1/traces';
+}

@@ -1,0 +1,265 @@
+import { trace, type TextMapPropagator } from '@opentelemetry/api';
+import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
+import type { Instrumentation } from '@opentelemetry/instrumentation';
+import type { HttpInstrumentationConfig } from '@opentelemetry/instrumentation-http';
+import type { SpanProcessor } from '@opentelemetry/sdk-trace';
+import { createRequire } from 'node:module';
+import { invalidOption, oneOf } from '../errors/index.js';
+import { policyDeadlineOf } from '../http/index.js';
+import { defaultLogger } from '../log/index.js';
+import { recordDeadline } from '../processors/index.js';
+import {
+  LifelineError,
+  DeadlinePropagator,
+  DeadlineSpanProcessor,
+  Diagnostics,
+  InFlightSpanProcessor,
+  health as processHealth,
+  installDeadlineDispatcher,
+  installHttpDeadlines,
+  startProbeServer,
+  type DeadlineDispatcherOptions,
+  type DeadlinePropagatorOptions,
+  type DiagnosticsOptions,
+  type Health,
+  type InFlightSpanProcessorOptions,
+  type InstalledDeadlineDispatcher,
+  type InstalledHttpDeadlines,
+  type Logger,
+  type ProbeServer,
+  type ProbeServerOptions,
+} from '../index.js';
+import { GrpcDeadlineInstrumentation } from './grpc-deadline-instrumentation.js';
+
+// Required, not imported: see the probe server (an ES import of node:http sets a global).
+const http = createRequire(import.meta.url)('node:http') as typeof import('node:http');
+
+/** What lifeline adds to an OpenTelemetry SDK, whoever creates the SDK. */
+export interface LifelinePartsOptions {
+  /** The catalog to serve; default the process-wide `health`. */
+  health?: Health;
+  /**
+   * Probe server options, or `false` for no probe server. `whenPortBusy: 'warn'` logs one line and
+   * runs without a probe server when the port is taken (register mode does this when no port was
+   * chosen: npm, test runners and their workers all start under one `NODE_OPTIONS`); the default
+   * `'fail'` rejects, as a deployment that chose a port must get it.
+   */
+  probe?: false | (Omit<ProbeServerOptions, 'health'> & { whenPortBusy?: 'fail' | 'warn' });
+  /** Where lifeline logs; default lifeline's pino logger. */
+  logger?: Logger;
+  /**
+   * Deadline policy of every outgoing call — Node's `fetch` and undici (the global dispatcher),
+   * node:http/https (axios, got, …) and gRPC — or `false` to bound none of them.
+   */
+  deadlines?: false | DeadlineDispatcherOptions;
+  /** Options of the inbound/outbound deadline header. */
+  propagation?: DeadlinePropagatorOptions;
+  /** How unhealthy verdicts explain themselves: in-flight tracking, stacks, rate limit, caps, redaction. */
+  diagnostics?: Omit<DiagnosticsOptions, 'inFlight' | 'tracerProvider' | 'logger'> & InFlightSpanProcessorOptions;
+  /**
+   * On SIGTERM: readiness fails at once, liveness stays up, spans are flushed; then, if the app has
+   * no SIGTERM handler of its own, lifeline shuts down and exits. `false` leaves SIGTERM alone.
+   * Default true.
+   */
+  handleSigterm?: boolean;
+  /** The most a SIGTERM flush or shutdown may take before the process exits anyway. Default 5 000 ms. */
+  shutdownTimeoutMs?: number;
+}
+
+/** A started lifeline: the catalog, its probe server, and the SDK's flush and shutdown. */
+export interface Lifeline {
+  readonly health: Health;
+  /** The probe server, or `undefined` when started with `probe: false`. */
+  readonly probe: ProbeServer | undefined;
+  /** Exports every ended span now (through the global tracer provider). */
+  forceFlush(): Promise<void>;
+  /**
+   * Closes the probe server and the catalog, restores the global dispatcher and node:http; with
+   * `startLifeline`, first flushes and stops the SDK it started. Idempotent.
+   */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * lifeline's parts for an OpenTelemetry SDK you create yourself (a `NodeSDK` with
+ * `getNodeAutoInstrumentations()`, say). Creating them changes nothing global; `start()` does,
+ * once your SDK has started.
+ *
+ * @example
+ * ```ts
+ * import { NodeSDK } from '@opentelemetry/sdk-node';
+ * import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+ * import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+ * import { getNodeAutoInstrumentations } from '@opentelemetry/auto-instrumentations-node';
+ * import { lifelineParts } from 'otel-lifeline/sdk';
+ *
+ * const lifeline = lifelineParts({ probe: { port: 5555 } });
+ * const sdk = new NodeSDK({
+ *   spanProcessors: [...lifeline.spanProcessors, new BatchSpanProcessor(new OTLPTraceExporter())],
+ *   textMapPropagator: lifeline.propagator,
+ *   instrumentations: [
+ *     ...lifeline.instrumentations,
+ *     getNodeAutoInstrumentations({ '@opentelemetry/instrumentation-http': lifeline.httpConfig() }),
+ *   ],
+ * });
+ * sdk.start();
+ * await lifeline.start(); // deadlines on every client, probe server, verdict diagnostics
+ * ```
+ */
+export interface LifelineParts {
+  /** Put these first in your SDK's `spanProcessors`: the in-flight tracker redacts secrets before any exporter sees a span. */
+  readonly spanProcessors: readonly SpanProcessor[];
+  /** W3C trace context and baggage, plus the deadline header: your SDK's `textMapPropagator`. */
+  readonly propagator: TextMapPropagator;
+  /** Deadlines for gRPC: put these before OpenTelemetry's grpc instrumentation. */
+  readonly instrumentations: readonly Instrumentation[];
+  /** `config` plus lifeline's hooks, for your http instrumentation: probe requests untraced, policy deadlines recorded on client spans. */
+  httpConfig(config?: HttpInstrumentationConfig): HttpInstrumentationConfig;
+  /** Bounds every outgoing call, starts the probe server and the verdict diagnostics. Call it after your SDK has started, once. */
+  start(): Promise<Lifeline>;
+}
+
+/** Builds the parts; `stopSdk` is how {@link startLifeline} makes shutdown stop the SDK it owns. */
+export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Promise<void>): LifelineParts {
+  const { shutdownTimeoutMs } = options;
+  if (shutdownTimeoutMs !== undefined && !(typeof shutdownTimeoutMs === 'number' && shutdownTimeoutMs > 0 && shutdownTimeoutMs <= 2_147_483_647)) {
+    throw invalidOption('shutdownTimeoutMs', shutdownTimeoutMs, 'a number of ms > 0 and at most 2147483647');
+  }
+  const health = options.health ?? processHealth;
+  const { captureStacks, maxSpans, redact, ...verdicts } = options.diagnostics ?? {};
+  const inFlight = new InFlightSpanProcessor({
+    ...(captureStacks === undefined ? {} : { captureStacks }),
+    ...(maxSpans === undefined ? {} : { maxSpans }),
+    ...(redact === undefined ? {} : { redact }),
+  });
+  const diagnostics = new Diagnostics({ ...verdicts, inFlight, ...(options.logger === undefined ? {} : { logger: options.logger }) });
+  const { dispatcher: _given, ...deadlinePolicy } = options.deadlines === false ? {} : (options.deadlines ?? {});
+  const grpcDeadlines =
+    options.deadlines === false ? undefined : new GrpcDeadlineInstrumentation({ ...deadlinePolicy, ...(options.propagation?.maxInboundMs === undefined ? {} : { maxInboundMs: options.propagation.maxInboundMs }) });
+  let probePort: number | undefined;
+  let started = false;
+
+  return {
+    spanProcessors: [inFlight, new DeadlineSpanProcessor()],
+    propagator: new CompositePropagator({
+      propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator(), new DeadlinePropagator(options.propagation)],
+    }),
+    instrumentations: grpcDeadlines === undefined ? [] : [grpcDeadlines],
+    httpConfig: (config = {}) => ({
+      ...config,
+      requestHook: (span, request) => {
+        // A policy rule gave this node:http call its deadline after its span started.
+        const deadline = request instanceof http.ClientRequest ? policyDeadlineOf(request) : undefined;
+        if (deadline !== undefined) recordDeadline(span, deadline, true);
+        config.requestHook?.(span, request);
+      },
+      ignoreIncomingRequestHook: (req) => (probePort !== undefined && req.socket.localPort === probePort) || (config.ignoreIncomingRequestHook?.(req) ?? false),
+    }),
+    start: async () => {
+      if (started) throw new LifelineError('ERR_ALREADY_STARTED', 'these lifeline parts are already started');
+      // Two lifelines would fight over the global dispatcher, node:http and SIGTERM.
+      if (running) throw new LifelineError('ERR_ALREADY_STARTED', 'lifeline is already started in this process (once shut down, it can start again only with a catalog of its own)');
+      started = true;
+      running = true;
+      let dispatcher: InstalledDeadlineDispatcher | undefined;
+      let httpDeadlines: InstalledHttpDeadlines | undefined;
+      let probe: ProbeServer | undefined;
+      try {
+        if (options.deadlines !== false) {
+          dispatcher = installDeadlineDispatcher(options.deadlines);
+          httpDeadlines = installHttpDeadlines(deadlinePolicy);
+        }
+        probe = options.probe === false ? undefined : await probeServer(options.probe ?? {}, health, options.logger);
+        probePort = probe?.port;
+        health.useDiagnostics(diagnostics);
+      } catch (err) {
+        dispatcher?.uninstall();
+        httpDeadlines?.uninstall();
+        grpcDeadlines?.disable();
+        running = false;
+        throw err;
+      }
+      let stopping: Promise<void> | undefined;
+      const lifeline: Lifeline = {
+        health,
+        probe,
+        forceFlush: async () => {
+          // NodeSDK keeps its tracer provider private; the global proxy hands out the one it registered.
+          const provider = trace.getTracerProvider() as { getDelegate?: () => { forceFlush?: () => Promise<void> } };
+          await provider.getDelegate?.().forceFlush?.();
+        },
+        shutdown: () =>
+          (stopping ??= (async () => {
+            process.off('SIGTERM', onSigterm);
+            // Spans first, probes last: liveness keeps answering 200 until the very end. Whatever
+            // the exporter does, everything else is still released.
+            try {
+              await stopSdk?.();
+            } finally {
+              dispatcher?.uninstall();
+              httpDeadlines?.uninstall();
+              // NodeSDK's shutdown leaves instrumentations enabled: lifeline disables its own.
+              grpcDeadlines?.disable();
+              await probe?.close().catch(() => undefined);
+              health.close();
+              // The process-wide catalog is closed for good: only a start with a catalog of its own may follow.
+              running = options.health === undefined;
+            }
+          })()),
+      };
+      const timeoutMs = options.shutdownTimeoutMs ?? 5_000;
+      function onSigterm(): void {
+        health.drain();
+        // Whether the app will handle shutdown itself is known only now: it may register later than us.
+        const appHandles = process.listenerCount('SIGTERM') > 1;
+        const work = appHandles ? lifeline.forceFlush() : lifeline.forceFlush().then(() => lifeline.shutdown());
+        void withinBudget(work, timeoutMs).then(() => {
+          if (appHandles) return;
+          process.off('SIGTERM', onSigterm);
+          process.kill(process.pid, 'SIGTERM'); // no handler left: the default action ends the process
+        });
+      }
+      if (options.handleSigterm ?? true) process.on('SIGTERM', onSigterm);
+      return lifeline;
+    },
+  };
+}
+
+/**
+ * lifeline's parts for your own OpenTelemetry SDK: see {@link LifelineParts}. Throws a
+ * `LifelineError` on an invalid option.
+ */
+export function lifelineParts(options: LifelinePartsOptions = {}): LifelineParts {
+  return assembleParts(options);
+}
+
+let running = false;
+
+async function probeServer(options: NonNullable<Exclude<LifelinePartsOptions['probe'], false>>, health: Health, logger: Logger | undefined): Promise<ProbeServer | undefined> {
+  const { whenPortBusy = 'fail', ...rest } = options;
+  oneOf('probe.whenPortBusy', whenPortBusy, ['fail', 'warn'] as const);
+  try {
+    return await startProbeServer({ ...rest, ...(logger ? { logger } : {}), health });
+  } catch (err) {
+    if (whenPortBusy === 'fail' || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+    (logger ?? defaultLogger()).warn({ port: rest.port ?? 5555, pid: process.pid }, 'lifeline: the probe port is in use (another process of this service or its tooling?); running without a probe server');
+    return undefined;
+  }
+}
+
+/** Whether a lifeline is started in this process. */
+export function lifelineRunning(): boolean {
+  return running;
+}
+
+/** Waits for `work`, but never longer than `ms`; failures are swallowed (shutdown must go on). */
+function withinBudget(work: Promise<unknown>, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    const done = (): void => {
+      clearTimeout(timer);
+      resolve();
+    };
+    work.then(done, done);
+  });
+}
