@@ -27,6 +27,8 @@ const app = spawn(process.execPath, ['--import', 'otel-lifeline/register', 'exam
     LIFELINE_HEALTH_INTERVAL_MS: '2000',
     LIFELINE_PROBE_PORT: String(probePort),
     LIFELINE_LOG_LEVEL: 'warn',
+    // The example has only lifeline's instrumentations (the repository's auto-instrumentations are a benchmark baseline).
+    LIFELINE_AUTO_INSTRUMENTATIONS: 'off',
     PORT: '0',
   },
   stdio: ['ignore', 'pipe', 'inherit'],
