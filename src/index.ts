@@ -10,9 +10,11 @@ import { Health } from './health/index.js';
 export { LifelineError, type LifelineErrorCode } from './errors/index.js';
 export {
   DeadlineExceededError,
+  contextWithoutDeadline,
   currentDeadline,
   isDeadlineExceeded,
   withDeadline,
+  withoutDeadline,
   withTimeout,
   type Deadline,
   type DeadlineSource,
@@ -29,6 +31,7 @@ export {
 } from './health/index.js';
 export { startProbeServer, type ProbeServer, type ProbeServerOptions } from './probe/index.js';
 export { DEADLINE_HEADER, DeadlinePropagator, type DeadlinePropagatorOptions } from './propagation/index.js';
+export { installInboundTrust, type InstalledInboundTrust, type TrustInbound } from './inbound/index.js';
 export { DeadlineSpanProcessor } from './processors/index.js';
 export {
   Diagnostics,

@@ -1,4 +1,5 @@
 import { LifelineError } from '../errors/index.js';
+import { isAddressOrRange, type TrustInbound } from '../inbound/index.js';
 
 /** lifeline's own settings read from the environment; `OTEL_*` is the NodeSDK's. */
 export interface EnvConfig {
@@ -8,6 +9,10 @@ export interface EnvConfig {
   defaultTimeoutMs?: number;
   diagnosticsLog?: 'debug' | 'info';
   logLevel?: string;
+  /** `LIFELINE_INBOUND_DEADLINES`: whose inbound deadlines are obeyed (`DeadlinePropagator`'s and gRPC's `trustInbound`). */
+  inboundDeadlines?: TrustInbound;
+  /** `LIFELINE_MIN_INBOUND_MS`: inbound budgets below it are raised to it (`minInboundMs`). */
+  minInboundMs?: number;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -23,12 +28,17 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
   const defaultTimeoutMs = integer(env, 'LIFELINE_DEFAULT_TIMEOUT_MS', 1, 86_400_000);
   const diagnosticsLog = oneOfEnv(env, 'LIFELINE_DIAGNOSTICS_LOG', ['debug', 'info'] as const);
   const logLevel = oneOfEnv(env, 'LIFELINE_LOG_LEVEL', LOG_LEVELS);
+  const inboundDeadlines = trustFromEnv(env, 'LIFELINE_INBOUND_DEADLINES');
+  // At most the default maxInboundMs, which register mode cannot change.
+  const minInboundMs = integer(env, 'LIFELINE_MIN_INBOUND_MS', 0, 300_000);
   return {
     probe: port === 0 ? false : { ...(port === undefined ? {} : { port }), ...(probeHost === undefined ? {} : { host: probeHost }) },
     ...(healthIntervalMs === undefined ? {} : { healthIntervalMs }),
     ...(defaultTimeoutMs === undefined ? {} : { defaultTimeoutMs }),
     ...(diagnosticsLog === undefined ? {} : { diagnosticsLog }),
     ...(logLevel === undefined ? {} : { logLevel }),
+    ...(inboundDeadlines === undefined ? {} : { inboundDeadlines }),
+    ...(minInboundMs === undefined ? {} : { minInboundMs }),
   };
 }
 
@@ -64,6 +74,16 @@ function oneOfEnv<T extends string>(env: NodeJS.ProcessEnv, name: string, allowe
   if (value === undefined) return undefined;
   if (!(allowed as readonly string[]).includes(value)) throw invalidEnv(name, value, `one of ${allowed.join(', ')}`);
   return value as T;
+}
+
+/** `private`, `all`, `none`, or a comma-separated list of IP addresses and CIDR ranges. */
+function trustFromEnv(env: NodeJS.ProcessEnv, name: string): TrustInbound | undefined {
+  const value = raw(env, name);
+  if (value === undefined || value === 'private' || value === 'all' || value === 'none') return value;
+  const entries = value.split(',').map((entry) => entry.trim());
+  const bad = entries.find((entry) => !isAddressOrRange(entry));
+  if (bad !== undefined) throw invalidEnv(name, value, `private, all, none, or comma-separated IP addresses and CIDR ranges (${JSON.stringify(bad)} is neither)`);
+  return entries;
 }
 
 function invalidEnv(name: string, value: string, expected: string): LifelineError {

@@ -111,6 +111,37 @@ export function withTimeout<T>(ms: number, fn: () => T): T {
   return runWithDeadline(now + ms, 'scope', fn);
 }
 
+/**
+ * `ctx` without its deadline; its trace context, baggage and every other value stay. The context
+ * counterpart of {@link withoutDeadline}, for code that passes contexts explicitly.
+ */
+export function contextWithoutDeadline(ctx: Context): Context {
+  return deadlineOf(ctx) === undefined ? ctx : ctx.deleteValue(DEADLINE_KEY);
+}
+
+/**
+ * Runs `fn` with no deadline, keeping everything else of the current context (the span, so work
+ * below stays in the same trace, and baggage), like Go's `context.WithoutCancel`. Remote calls
+ * below are bounded only by what they set themselves (a `withTimeout` inside works as anywhere) or
+ * by the policy (`defaultTimeoutMs`, rules). For work that must outlive the deadline it was started
+ * under: work after the response is sent, or a background loop started lazily inside a request or
+ * a tick, which would otherwise keep that caller's deadline forever. Returns what `fn` returns.
+ * @example
+ * ```ts
+ * app.post('/webhook', (req, res) => {
+ *   res.sendStatus(202);
+ *   void withoutDeadline(() => processEvent(req.body)); // not bound by the caller's x-request-timeout-ms
+ * });
+ * refresher ??= withoutDeadline(() => startTokenRefresher()); // started in a request, lives on its own
+ * ```
+ */
+export function withoutDeadline<T>(fn: () => T): T {
+  ensureContextManager();
+  const active = context.active();
+  const detached = contextWithoutDeadline(active);
+  return detached === active ? fn() : context.with(detached, fn);
+}
+
 function runWithDeadline<T>(at: number, source: DeadlineSource, fn: () => T): T {
   ensureContextManager();
   const active = context.active();

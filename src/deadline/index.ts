@@ -1,7 +1,9 @@
 export { DeadlineExceededError, isDeadlineExceeded, markEndedByDeadline, type DeadlineSource } from './deadline-exceeded-error.js';
 export {
+  contextWithoutDeadline,
   currentDeadline,
   withDeadline,
+  withoutDeadline,
   withTimeout,
   type Deadline,
   // For lifeline's own folders (ticks run under their deadline); not re-exported by the package.

@@ -1,5 +1,7 @@
 import { context } from '@opentelemetry/api';
+import { isIP } from 'node:net';
 import { contextWithDeadline, deadlineOf, DeadlineScope } from '../deadline/index.js';
+import type { InboundDeadlines } from '../inbound/index.js';
 import { callDeadline, DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
 
 /** grpc-js's `Deadline`: a `Date`, or epoch ms (`Infinity` for none). */
@@ -44,17 +46,36 @@ export function grpcDeadlineInterceptor(options: DeadlinePolicyOptions = {}): <T
 
 /**
  * Runs a gRPC server handler under the caller's deadline (`grpc-timeout`, read by grpc-js as the
- * call's deadline), as the `inbound` source, clamped to `maxInboundMs` like the HTTP header.
+ * call's deadline), as the `inbound` source, with the same trust rule and budget bounds as the HTTP
+ * header. `peer` is the call's `getPeer()`, read only when a deadline came. An untrusted caller's
+ * deadline is ignored here; grpc-js still ends that caller's own call at it.
  */
-export function runWithInboundDeadline<T>(callDeadline: GrpcDeadline | undefined, maxInboundMs: number, handler: () => T): T {
-  const at = toEpochMs(callDeadline);
-  if (at === undefined) return handler();
+export function runWithInboundDeadline<T>(callDeadline: GrpcDeadline | undefined, inbound: InboundDeadlines, peer: () => string | undefined, handler: () => T): T {
+  const callerAt = toEpochMs(callDeadline);
+  if (callerAt === undefined || !(inbound.trust.fixed ?? inbound.trust.trusts(peerAddress(peer)))) return handler();
   const now = Date.now();
-  const clamped = Math.min(at, now + maxInboundMs);
+  const at = inbound.deadlineAt(callerAt - now, now);
   const active = context.active();
   const current = deadlineOf(active);
-  if (current !== undefined && current.at <= clamped) return handler();
-  return context.with(contextWithDeadline(active, new DeadlineScope(clamped, 'inbound')), handler);
+  if (current !== undefined && current.at <= at) return handler();
+  return context.with(contextWithDeadline(active, new DeadlineScope(at, 'inbound')), handler);
+}
+
+/**
+ * The address in a grpc-js peer string: `host:port` with an unbracketed IPv6 host (`::1:50051`),
+ * a bracketed one, or a bare address; `undefined` for `unknown` and anything else.
+ */
+function peerAddress(peer: () => string | undefined): string | undefined {
+  let text: string | undefined;
+  try {
+    text = peer();
+  } catch {
+    return undefined; // an unknown peer is an untrusted one
+  }
+  if (typeof text !== 'string') return undefined;
+  const hostPort = /^\[?([^\]]*?)\]?:\d+$/.exec(text);
+  const address = hostPort?.[1] ?? text;
+  return isIP(address.replace(/%.*$/, '')) !== 0 ? address : isIP(text) !== 0 ? text : undefined;
 }
 
 function toEpochMs(deadline: GrpcDeadline | undefined): number | undefined {

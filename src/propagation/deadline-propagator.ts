@@ -1,15 +1,15 @@
 import type { Context, TextMapGetter, TextMapPropagator, TextMapSetter } from '@opentelemetry/api';
 import { contextWithDeadline, deadlineOf, DeadlineScope } from '../deadline/index.js';
-import { invalidOption } from '../errors/index.js';
+import { inboundPeerOf, InboundDeadlines, recordingInboundPeers, type InboundDeadlineOptions } from '../inbound/index.js';
 
 /** The header carrying the caller's remaining budget, in whole milliseconds. */
 export const DEADLINE_HEADER = 'x-request-timeout-ms';
 
-/** Options of {@link DeadlinePropagator}. */
-export interface DeadlinePropagatorOptions {
-  /** Inbound budgets above this are clamped to it. Default 300 000 (5 min). */
-  maxInboundMs?: number;
-}
+/**
+ * Options of {@link DeadlinePropagator}: which callers' budgets a server obeys (`trustInbound`,
+ * `'private'` by default) and the bounds put on them (`minInboundMs`, `maxInboundMs`).
+ */
+export type DeadlinePropagatorOptions = InboundDeadlineOptions;
 
 /** The header's value for a deadline at `at`: the whole milliseconds left, never negative. */
 export function deadlineHeaderValue(at: number): string {
@@ -21,17 +21,24 @@ const BUDGET = /^\d{1,10}$/;
 
 /**
  * Carries deadlines across services. Outgoing: the remaining budget of the context's deadline as
- * `x-request-timeout-ms`. Incoming: a valid header becomes the handler's deadline (`source`
- * `inbound`), clamped to `maxInboundMs`. A relative budget, not an absolute time, so the callers'
- * and servers' clocks need not agree. Malformed values are ignored, never thrown on.
+ * `x-request-timeout-ms`. Incoming: a valid header from a trusted caller becomes the handler's
+ * deadline (`source` `inbound`), raised to `minInboundMs` and clamped to `maxInboundMs`. A relative
+ * budget, not an absolute time, so the callers' and servers' clocks need not agree. Malformed
+ * values are ignored, never thrown on.
+ *
+ * Trust is decided by the caller's address, which `extract` is not given: `installInboundTrust()`
+ * records it for every node:http/https request by its `headers` object (`startLifeline` and
+ * register mode install it). A carrier it has no record of — headers a framework copied, a message
+ * of another transport, any request while it is not installed — has an unknown caller, whose
+ * budget only `trustInbound: 'all'` obeys.
  */
 export class DeadlinePropagator implements TextMapPropagator {
-  readonly #maxInboundMs: number;
+  readonly #inbound: InboundDeadlines;
+  #warned = false;
 
+  /** @throws LifelineError `ERR_INVALID_OPTION` naming the option for a bad `trustInbound`, `minInboundMs` or `maxInboundMs`. */
   constructor(options: DeadlinePropagatorOptions = {}) {
-    const { maxInboundMs = 300_000 } = options;
-    if (typeof maxInboundMs !== 'number' || !(maxInboundMs > 0 && maxInboundMs <= 1e12)) throw invalidOption('maxInboundMs', maxInboundMs, 'a number of ms > 0 (at most 1e12)');
-    this.#maxInboundMs = maxInboundMs;
+    this.#inbound = new InboundDeadlines(options);
   }
 
   inject(ctx: Context, carrier: unknown, setter: TextMapSetter): void {
@@ -41,6 +48,8 @@ export class DeadlinePropagator implements TextMapPropagator {
   }
 
   extract(ctx: Context, carrier: unknown, getter: TextMapGetter): Context {
+    const { trust } = this.#inbound;
+    if (trust.fixed === false) return ctx;
     let raw: unknown;
     try {
       raw = getter.get(carrier, DEADLINE_HEADER);
@@ -52,10 +61,21 @@ export class DeadlinePropagator implements TextMapPropagator {
     if (typeof value !== 'string') return ctx;
     const text = value.trim();
     if (!BUDGET.test(text)) return ctx;
-    const at = Date.now() + Math.min(Number(text), this.#maxInboundMs);
+    if (!trust.trusts(inboundPeerOf(carrier))) {
+      this.#warnUnrecorded();
+      return ctx;
+    }
+    const at = this.#inbound.deadlineAt(Number(text));
     const current = deadlineOf(ctx);
     if (current !== undefined && current.at <= at) return ctx;
     return contextWithDeadline(ctx, new DeadlineScope(at, 'inbound'));
+  }
+
+  // Once: with nothing recording peers every inbound deadline is ignored, which looks like a bug.
+  #warnUnrecorded(): void {
+    if (this.#warned || recordingInboundPeers()) return;
+    this.#warned = true;
+    process.emitWarning(`${DEADLINE_HEADER} ignored: the caller's address is unknown (call installInboundTrust(), or set trustInbound to 'all')`, { code: 'LIFELINE_INBOUND_PEER_UNKNOWN' });
   }
 
   fields(): string[] {

@@ -1,18 +1,22 @@
 import { SpanKind, trace } from '@opentelemetry/api';
 import { InstrumentationBase, InstrumentationNodeModuleDefinition, InstrumentationNodeModuleFile, isWrapped, type InstrumentationConfig } from '@opentelemetry/instrumentation';
 import { createRequire } from 'node:module';
-import { invalidOption } from '../errors/index.js';
 import { grpcCallDeadline, runWithInboundDeadline } from '../grpc/index.js';
+import { InboundDeadlines, type InboundDeadlineOptions } from '../inbound/index.js';
 import { DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions } from '../policy/index.js';
 import { recordDeadline } from '../processors/index.js';
 
-/** Options of {@link GrpcDeadlineInstrumentation}. */
-export interface GrpcDeadlineInstrumentationConfig extends InstrumentationConfig, DeadlinePolicyOptions {
-  /** Inbound `grpc-timeout` budgets above this are clamped to it, as for HTTP. Default 300 000 (5 min). */
-  maxInboundMs?: number;
-}
+/**
+ * Options of {@link GrpcDeadlineInstrumentation}. `trustInbound`, `minInboundMs` and `maxInboundMs`
+ * apply to inbound `grpc-timeout` by the caller's address (`call.getPeer()`), as for HTTP.
+ */
+export interface GrpcDeadlineInstrumentationConfig extends InstrumentationConfig, DeadlinePolicyOptions, InboundDeadlineOptions {}
 
-type Handler = (this: unknown, call: { getDeadline?: () => Date | number }, callback?: unknown) => unknown;
+interface ServerCall {
+  getDeadline?: () => Date | number;
+  getPeer?: () => string;
+}
+type Handler = (this: unknown, call: ServerCall, callback?: unknown) => unknown;
 type AddService = (this: unknown, service: Record<string, { originalName?: string } | undefined>, implementation: unknown) => void;
 type GetInterceptingCall = (this: unknown, interceptorArgs: unknown, methodDefinition: { path?: string } | undefined, options: { deadline?: Date | number }, channel: { getTarget?: () => string }) => unknown;
 interface GrpcModule {
@@ -28,16 +32,17 @@ const SUPPORTED = ['^1.0.0'];
  * Deadlines for `@grpc/grpc-js`, with nothing to change in the app. Client calls get the context's
  * deadline (or the policy's) as their gRPC `deadline` unless they set an earlier one, so
  * `grpc-timeout` goes on the wire and the call ends with `DEADLINE_EXCEEDED`. Handlers of services
- * added with `server.addService` run under the caller's deadline (`source` `inbound`, clamped to `maxInboundMs`). `startLifeline`
+ * added with `server.addService` run under a trusted caller's deadline (`source` `inbound`, within
+ * `minInboundMs`..`maxInboundMs`; `trustInbound` as for HTTP, `'private'` by default). `startLifeline`
  * includes it; add it to your own NodeSDK's instrumentations otherwise.
  */
 // No private members: the base class patches already-loaded modules from inside its constructor,
 // before a subclass's private members exist.
 export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlineInstrumentationConfig> {
   constructor(config: GrpcDeadlineInstrumentationConfig = {}) {
-    const { maxInboundMs = 300_000 } = config;
-    if (typeof maxInboundMs !== 'number' || !(maxInboundMs > 0 && maxInboundMs <= 1e12)) throw invalidOption('maxInboundMs', maxInboundMs, 'a number of ms > 0 (at most 1e12)');
-    new DeadlinePolicy(config); // a bad policy throws before anything is patched
+    // Bad options throw before anything is patched.
+    new InboundDeadlines(config);
+    new DeadlinePolicy(config);
     super('lifeline-grpc-deadlines', '0.1.0', config);
   }
 
@@ -116,12 +121,14 @@ export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlin
   // server wrapper (which starts from a fresh context, and replaces other wrappers of `register`)
   // stays outside, and the deadline reaches the handler.
   private addService(original: AddService): AddService {
-    const maxInboundMs = this.getConfig().maxInboundMs ?? 300_000;
+    // Read as each service is added, so a later setConfig applies to services added after it.
+    const inboundOf = (): InboundDeadlines => new InboundDeadlines(this.getConfig());
     return function addService(service, implementation) {
       if (typeof implementation !== 'object' || implementation === null) {
         original.call(this, service, implementation);
         return;
       }
+      const inbound = inboundOf();
       // The app's implementation stays untouched (it may be a class instance): wrapped copies on top.
       const withDeadlines = Object.create(implementation) as Record<string, unknown>;
       for (const [name, attributes] of Object.entries(service)) {
@@ -130,8 +137,8 @@ export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlin
           if (key === undefined || typeof handler !== 'function') continue;
           // grpc-js binds handlers to the object it is given: the app's own object must stay `this`
           // (its #private fields, the state it writes).
-          withDeadlines[key] = function (call: { getDeadline?: () => Date | number }, callback?: unknown): unknown {
-            return runWithInboundDeadline(call.getDeadline?.(), maxInboundMs, () => (handler as Handler).call(implementation, call, callback));
+          withDeadlines[key] = function (call: ServerCall, callback?: unknown): unknown {
+            return runWithInboundDeadline(call.getDeadline?.(), inbound, () => call.getPeer?.(), () => (handler as Handler).call(implementation, call, callback));
           };
         }
       }

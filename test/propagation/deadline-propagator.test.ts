@@ -3,7 +3,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { currentDeadline, DEADLINE_HEADER, DeadlinePropagator, LifelineError, withDeadline, withTimeout, type Deadline } from '../../src/index.js';
 
-const propagator = new DeadlinePropagator({ maxInboundMs: 60_000 });
+// Plain carriers have no recorded caller: these cases are about the header itself, so every caller is trusted.
+const propagator = new DeadlinePropagator({ maxInboundMs: 60_000, trustInbound: 'all' });
 
 function extract(headers: Record<string, unknown>, ctx: Context = ROOT_CONTEXT): Deadline | undefined {
   const extracted = propagator.extract(ctx, headers, defaultTextMapGetter);
@@ -95,5 +96,24 @@ describe('DeadlinePropagator (SPEC §6)', () => {
       }),
       { numRuns: 5_000 },
     );
+  });
+});
+
+describe('DeadlinePropagator trust on carriers of unknown callers', () => {
+  it("the default ('private') and lists ignore a carrier with no recorded caller; 'none' ignores all", () => {
+    for (const options of [{}, { trustInbound: ['127.0.0.0/8'] }, { trustInbound: 'none' as const }]) {
+      const extracted = new DeadlinePropagator(options).extract(ROOT_CONTEXT, { [DEADLINE_HEADER]: '500' }, defaultTextMapGetter);
+      expect(context.with(extracted, () => currentDeadline())).toBeUndefined();
+    }
+  });
+
+  it('minInboundMs raises a budget of 0 or 1 ms to the minimum', () => {
+    const raising = new DeadlinePropagator({ trustInbound: 'all', minInboundMs: 250 });
+    for (const budget of ['0', '1']) {
+      const before = Date.now();
+      const deadline = context.with(raising.extract(ROOT_CONTEXT, { [DEADLINE_HEADER]: budget }, defaultTextMapGetter), () => currentDeadline());
+      expect(deadline?.at).toBeGreaterThanOrEqual(before + 250);
+      expect(deadline?.at).toBeLessThanOrEqual(Date.now() + 250);
+    }
   });
 });

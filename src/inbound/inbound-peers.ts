@@ -1,0 +1,72 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import { LOCAL_SOCKET } from './peer-trust.js';
+
+/**
+ * Node publishes every inbound node:http/https request here, synchronously, before the server
+ * emits `'request'` — so before OpenTelemetry's http instrumentation extracts the deadline.
+ */
+const START = 'http.server.request.start';
+
+/** The installed peer recording, and the way back. */
+export interface InstalledInboundTrust {
+  /** Stops recording peers of new requests; then only `trustInbound: 'all'` obeys inbound deadlines. Idempotent. */
+  uninstall(): void;
+}
+
+/**
+ * The caller's address, by the request's `headers` object: that object is the carrier the http
+ * instrumentation (`propagation.extract(ctx, request.headers)`) and most frameworks hand to the
+ * propagator, which is never given the request itself. Weak: a finished request leaves nothing.
+ */
+const peers = new WeakMap<object, string>();
+let installs = 0;
+
+function onStart(message: unknown): void {
+  // A subscriber's throw would become an uncaught exception: nothing here may throw.
+  try {
+    const { request, socket, server } = message as { request?: IncomingMessage; socket?: Socket; server?: { address?: () => unknown } };
+    if (request === undefined) return;
+    const address = socket?.remoteAddress;
+    const peer = address ?? (typeof server?.address?.() === 'string' ? LOCAL_SOCKET : undefined);
+    if (peer !== undefined) peers.set(request.headers, peer);
+  } catch {
+    // an unknown peer is an untrusted one
+  }
+}
+
+/**
+ * Lets `DeadlinePropagator` see who sent each inbound node:http/https request, so that its
+ * `trustInbound` rule can apply: without it only `trustInbound: 'all'` obeys `x-request-timeout-ms`.
+ * `startLifeline` and register mode install it; call it yourself with an SDK of your own.
+ * It listens on Node's `http.server.request.start` diagnostics channel and patches nothing.
+ * Installs nest: recording stops when every install has been uninstalled.
+ * @example
+ * ```ts
+ * const trust = installInboundTrust();
+ * const sdk = new NodeSDK({ textMapPropagator: new DeadlinePropagator({ trustInbound: ['10.0.0.0/8'] }), … });
+ * // on shutdown: trust.uninstall();
+ * ```
+ */
+export function installInboundTrust(): InstalledInboundTrust {
+  if (installs++ === 0) subscribe(START, onStart);
+  let installed = true;
+  return {
+    uninstall() {
+      if (!installed) return;
+      installed = false;
+      if (--installs === 0) unsubscribe(START, onStart);
+    },
+  };
+}
+
+/** The recorded address of the request whose headers are `carrier` (`undefined`: not a request we saw). */
+export function inboundPeerOf(carrier: unknown): string | undefined {
+  return typeof carrier === 'object' && carrier !== null ? peers.get(carrier) : undefined;
+}
+
+/** Whether peers are being recorded at all: without it every carrier's peer is unknown. */
+export function recordingInboundPeers(): boolean {
+  return installs > 0;
+}

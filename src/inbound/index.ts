@@ -1,0 +1,3 @@
+export { PeerTrust, isAddressOrRange, LOCAL_SOCKET, type TrustInbound } from './peer-trust.js';
+export { InboundDeadlines, type InboundDeadlineOptions } from './inbound-deadlines.js';
+export { installInboundTrust, inboundPeerOf, recordingInboundPeers, type InstalledInboundTrust } from './inbound-peers.js';
