@@ -13,9 +13,19 @@ export interface EnvConfig {
   inboundDeadlines?: TrustInbound;
   /** `LIFELINE_MIN_INBOUND_MS`: inbound budgets below it are raised to it (`minInboundMs`). */
   minInboundMs?: number;
+  /** `LIFELINE_ESM_HOOK`: register the ES module loader hook (default on). */
+  esmHook: boolean;
+  /** `LIFELINE_AUTO_INSTRUMENTATIONS`: use the app's auto-instrumentations package when installed (default on). */
+  autoInstrumentations: boolean;
+  /** `LIFELINE_HEADERS_TIMEOUT_MS`: the bound on calls nothing else bounds, until their response headers; 0 = none. */
+  headersTimeoutMs: number;
 }
 
+/** Register mode's bound on calls nothing else bounds: connect, send, and wait for the response headers. */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 60_000;
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const SWITCH = ['on', 'off'] as const;
 
 /**
  * Reads and validates `LIFELINE_*`. An invalid value throws a `LifelineError` naming the variable
@@ -31,7 +41,13 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
   const inboundDeadlines = trustFromEnv(env, 'LIFELINE_INBOUND_DEADLINES');
   // At most the default maxInboundMs, which register mode cannot change.
   const minInboundMs = integer(env, 'LIFELINE_MIN_INBOUND_MS', 0, 300_000);
+  const esmHook = oneOfEnv(env, 'LIFELINE_ESM_HOOK', SWITCH) ?? 'on';
+  const autoInstrumentations = oneOfEnv(env, 'LIFELINE_AUTO_INSTRUMENTATIONS', SWITCH) ?? 'on';
+  const headersTimeoutMs = integer(env, 'LIFELINE_HEADERS_TIMEOUT_MS', 0, 86_400_000) ?? DEFAULT_HEADERS_TIMEOUT_MS;
   return {
+    esmHook: esmHook === 'on',
+    autoInstrumentations: autoInstrumentations === 'on',
+    headersTimeoutMs,
     probe: port === 0 ? false : { ...(port === undefined ? {} : { port }), ...(probeHost === undefined ? {} : { host: probeHost }) },
     ...(healthIntervalMs === undefined ? {} : { healthIntervalMs }),
     ...(defaultTimeoutMs === undefined ? {} : { defaultTimeoutMs }),

@@ -1,1 +1,1 @@
-export { defaultLogger, type Logger } from './logger.js';
+export { defaultLogger, loggerOrDefault, type Logger } from './logger.js';

@@ -40,6 +40,10 @@ async function start(): Promise<void> {
       // A port nobody chose may be taken by a sibling process (test runners, workers): warn, go on.
       probe: config.probe === false ? false : { ...config.probe, whenPortBusy: config.probe.port === undefined ? 'warn' : 'fail' },
       ...(config.defaultTimeoutMs === undefined ? {} : { deadlines: { defaultTimeoutMs: config.defaultTimeoutMs } }),
+      propagation: {
+        ...(config.inboundDeadlines === undefined ? {} : { trustInbound: config.inboundDeadlines }),
+        ...(config.minInboundMs === undefined ? {} : { minInboundMs: config.minInboundMs }),
+      },
       ...(config.diagnosticsLog === undefined ? {} : { diagnostics: { log: config.diagnosticsLog } }),
       ...(logger === undefined ? {} : { logger }),
       // ES module apps import node:http and the clients before any code of theirs runs: only a

@@ -6,6 +6,7 @@ import type { SpanProcessor } from '@opentelemetry/sdk-trace';
 import { createRequire } from 'node:module';
 import { invalidOption, oneOf } from '../errors/index.js';
 import { policyDeadlineOf } from '../http/index.js';
+import { installInboundTrust } from '../inbound/index.js';
 import { defaultLogger } from '../log/index.js';
 import { recordDeadline } from '../processors/index.js';
 import {
@@ -135,7 +136,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
   const diagnostics = new Diagnostics({ ...verdicts, inFlight, ...(options.logger === undefined ? {} : { logger: options.logger }) });
   const { dispatcher: _given, ...deadlinePolicy } = options.deadlines === false ? {} : (options.deadlines ?? {});
   const grpcDeadlines =
-    options.deadlines === false ? undefined : new GrpcDeadlineInstrumentation({ ...deadlinePolicy, ...(options.propagation?.maxInboundMs === undefined ? {} : { maxInboundMs: options.propagation.maxInboundMs }) });
+    options.deadlines === false ? undefined : new GrpcDeadlineInstrumentation({ ...deadlinePolicy, ...options.propagation });
   let probePort: number | undefined;
   let started = false;
 
@@ -164,6 +165,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       let dispatcher: InstalledDeadlineDispatcher | undefined;
       let httpDeadlines: InstalledHttpDeadlines | undefined;
       let probe: ProbeServer | undefined;
+      // Whose inbound deadlines are obeyed is judged by the caller's address, recorded per request.
+      const inboundTrust = installInboundTrust();
       try {
         if (options.deadlines !== false) {
           dispatcher = installDeadlineDispatcher(options.deadlines);
@@ -173,6 +176,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         probePort = probe?.port;
         health.useDiagnostics(diagnostics);
       } catch (err) {
+        inboundTrust.uninstall();
         dispatcher?.uninstall();
         httpDeadlines?.uninstall();
         grpcDeadlines?.disable();
@@ -196,6 +200,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
             try {
               await stopSdk?.();
             } finally {
+              inboundTrust.uninstall();
               dispatcher?.uninstall();
               httpDeadlines?.uninstall();
               // NodeSDK's shutdown leaves instrumentations enabled: lifeline disables its own.

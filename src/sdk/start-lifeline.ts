@@ -4,7 +4,7 @@ import type { UndiciInstrumentationConfig } from '@opentelemetry/instrumentation
 import type { NodeSDKConfiguration } from '@opentelemetry/sdk-node';
 import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
 import { LifelineError } from '../index.js';
-import { defaultLogger } from '../log/index.js';
+import { loggerOrDefault } from '../log/index.js';
 import { autoInstrumentations } from './auto-instrumentations.js';
 import { installEsmHook, instrumentedModules } from './esm-hook.js';
 import { ExportWarningExporter, otlpDestination } from './export-warning.js';
@@ -106,7 +106,7 @@ async function instrumentationsOf(options: LifelineOptions, parts: LifelineParts
 /** Batched exporters, each saying once when its spans cannot be exported. */
 async function exportingProcessors(options: LifelineOptions): Promise<SpanProcessor[]> {
   if (options.spanProcessors) return options.spanProcessors;
-  const logger = options.logger ?? defaultLogger();
+  const logger = loggerOrDefault(options.logger);
   const exporters = options.traceExporter
     ? [new ExportWarningExporter(options.traceExporter, logger, 'traceExporter')]
     : (await traceExportersFromEnv()).map((exporter) => new ExportWarningExporter(exporter, logger, otlpDestination()));

@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
 import type * as Undici from 'undici';
+import { LifelineError } from '../errors/index.js';
 import type { DeadlinePolicyOptions } from '../policy/index.js';
 import { deadlineInterceptor } from './deadline-interceptor.js';
 import { adoptFormData } from './form-data.js';
@@ -51,11 +52,19 @@ export function installDeadlineDispatcher(options: DeadlineDispatcherOptions = {
   const { dispatcher: given, ...policy } = options;
   const interceptor = deadlineInterceptor(policy); // a bad policy throws before any global changes
   const slots = globalThis as unknown as Slots;
+  const previous = { current: slots[SLOT], legacy: slots[LEGACY_SLOT] };
+  const replaceable = previous.current === undefined ? previous.legacy === undefined : typeof previous.current === 'object' && previous.current !== null && isStockAgent(previous.current);
+  return given === undefined && replaceable ? installOnFirstDispatch(interceptor, previous) : installNow(given, interceptor);
+}
+
+function installNow(given: Dispatcher | undefined, interceptor: Dispatcher.DispatcherComposeInterceptor): InstalledDeadlineDispatcher {
+  const slots = globalThis as unknown as Slots;
   // Loading undici puts an Agent of its own in the slots when there is none yet, as a first fetch would.
   const undici = ownUndici();
   const previous = { current: slots[SLOT], legacy: slots[LEGACY_SLOT] };
-  let base = given ?? (previous.current as Dispatcher);
   let made: Dispatcher | undefined;
+  // Slots emptied by a stand-in below while this undici copy was already loaded: nothing to build on.
+  let base = given ?? (previous.current as Dispatcher | undefined) ?? (made = new undici.Agent());
   if (given === undefined && !(base instanceof undici.Dispatcher) && isStockAgent(base)) {
     // An Agent with nothing configured, typically Node's own (undici 7, bundled): an Agent of
     // lifeline's undici 8 is the same, and it can take a request out of its connect queue at the
@@ -79,6 +88,56 @@ export function installDeadlineDispatcher(options: DeadlineDispatcherOptions = {
       writeSlot(LEGACY_SLOT, previous.legacy);
       // An agent we made is ours to close (gracefully: calls in flight finish); any other is not.
       void made?.close();
+    },
+  };
+}
+
+/**
+ * No dispatcher yet, or Node's stock one, which would be replaced anyway (the usual cases at
+ * start-up): stand-ins take both slots, and the first request through either builds the real one
+ * from what the slots held. Loading lifeline's undici costs ~65–90 ms and ~25 MB, which a service
+ * that makes no undici call never pays. Requests already in flight keep the dispatcher they had.
+ */
+function installOnFirstDispatch(interceptor: Dispatcher.DispatcherComposeInterceptor, previous: { current: unknown; legacy: unknown }): InstalledDeadlineDispatcher {
+  const slots = globalThis as unknown as Slots;
+  let installed: InstalledDeadlineDispatcher | undefined;
+  let removed = false;
+  const real = (): InstalledDeadlineDispatcher => {
+    if (installed === undefined) {
+      writeSlot(SLOT, previous.current);
+      writeSlot(LEGACY_SLOT, previous.legacy);
+      installed = installNow(undefined, interceptor);
+    }
+    return installed;
+  };
+  // Each stand-in passes its first request on to whatever its own slot holds once built: the `.1`
+  // one gets handlers of the older API, and in undici 8's layout `.1` holds the wrapper for them.
+  const standIn = (slot: symbol): Dispatcher =>
+    ({
+      dispatch: (opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) => {
+        real();
+        return (slots[slot] as Dispatcher).dispatch(opts, handler);
+      },
+      close: () => (installed === undefined ? Promise.resolve() : installed.dispatcher.close()),
+      destroy: () => (installed === undefined ? Promise.resolve() : installed.dispatcher.destroy()),
+    }) as unknown as Dispatcher;
+  const current = standIn(SLOT);
+  writeSlot(SLOT, current);
+  writeSlot(LEGACY_SLOT, standIn(LEGACY_SLOT));
+  return {
+    get dispatcher() {
+      if (removed) throw new LifelineError('ERR_CLOSED', 'the deadline dispatcher was uninstalled before its first request');
+      return real().dispatcher;
+    },
+    uninstall() {
+      if (installed !== undefined) {
+        installed.uninstall();
+        return;
+      }
+      if (slots[SLOT] !== current) return; // replaced since: leave it
+      removed = true;
+      writeSlot(SLOT, previous.current);
+      writeSlot(LEGACY_SLOT, previous.legacy);
     },
   };
 }

@@ -1,0 +1,89 @@
+/**
+ * Start-up cost of register mode: time from spawning a small ES module HTTP service until it
+ * answers its first request, its RSS then, and the CPU it used, for plain Node, OpenTelemetry's
+ * own `auto-instrumentations-node/register`, and lifeline's register (with and without the
+ * auto-instrumentations package). Every variant exports traces the same way: OTLP http/protobuf to
+ * a loopback port nobody listens on; metrics and logs off. Rounds are interleaved (ABCD·DCBA) so
+ * drift of a shared machine hits every variant alike. BENCH_QUICK=1: fewer rounds.
+ */
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fixed, summarize, table } from './support.ts';
+
+interface Variant {
+  name: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+}
+
+const ROUNDS = process.env.BENCH_QUICK === '1' ? 4 : 10;
+const app = new URL('./startup-app.mjs', import.meta.url).pathname;
+const exporting = {
+  OTEL_TRACES_EXPORTER: 'otlp',
+  OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+  OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', // discard port: nothing answers
+  OTEL_METRICS_EXPORTER: 'none',
+  OTEL_LOGS_EXPORTER: 'none',
+};
+const VARIANTS: Variant[] = [
+  { name: 'plain node', args: [app], env: {} },
+  { name: 'OTel auto-instrumentations-node/register', args: ['--import', '@opentelemetry/auto-instrumentations-node/register', app], env: exporting },
+  { name: 'lifeline register, with the auto-instrumentations', args: ['--import', 'otel-lifeline/register', app], env: { ...exporting, LIFELINE_PROBE_PORT: '0' } },
+  { name: 'lifeline register, its own instrumentations', args: ['--import', 'otel-lifeline/register', app], env: { ...exporting, LIFELINE_PROBE_PORT: '0', LIFELINE_AUTO_INSTRUMENTATIONS: 'off' } },
+];
+
+interface Run {
+  readyMs: number;
+  rssMb: number;
+  cpuMs: number;
+}
+
+async function startOnce(variant: Variant): Promise<Run> {
+  const started = performance.now();
+  const child = spawn(process.execPath, variant.args, { cwd: new URL('..', import.meta.url).pathname, env: { ...process.env, ...variant.env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const line = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: child.stdout }).once('line', resolve);
+      child.once('exit', (code) => {
+        reject(new Error(`${variant.name} exited with ${String(code)} before answering`));
+      });
+    });
+    const { port } = JSON.parse(line) as { port: number };
+    const body = (await (await fetch(`http://127.0.0.1:${port}/`)).json()) as { rss: number; cpuMs: number };
+    return { readyMs: performance.now() - started, rssMb: body.rss / 2 ** 20, cpuMs: body.cpuMs };
+  } finally {
+    child.kill('SIGKILL');
+    if (child.exitCode === null && child.signalCode === null) await new Promise((resolve) => child.once('exit', resolve));
+  }
+}
+
+const runs = new Map<string, Run[]>(VARIANTS.map((v) => [v.name, []]));
+for (const variant of VARIANTS) await startOnce(variant); // warm the file cache
+for (let round = 0; round < ROUNDS; round++) {
+  const order = round % 2 === 0 ? VARIANTS : [...VARIANTS].reverse();
+  for (const variant of order) runs.get(variant.name)?.push(await startOnce(variant));
+}
+
+const baseline = runs.get(VARIANTS[1]?.name ?? '') ?? [];
+const med = (values: number[]): number => summarize(values).median;
+const spread = (values: number[], digits = 0): string => {
+  const s = summarize(values);
+  return `${fixed(s.median, digits)} (${fixed(s.min, digits)}–${fixed(s.max, digits)})`;
+};
+console.log(`Start-up until the first answer, ${ROUNDS} interleaved rounds; median (min–max); ratios against OTel's register.\n`);
+table(
+  ['variant', 'time to first answer, ms', 'RSS, MB', 'CPU, ms', 'time ÷ OTel', 'RSS ÷ OTel'],
+  VARIANTS.map((variant) => {
+    const r = runs.get(variant.name) ?? [];
+    const ready = r.map((x) => x.readyMs);
+    const rss = r.map((x) => x.rssMb);
+    return [
+      variant.name,
+      spread(ready),
+      spread(rss),
+      spread(r.map((x) => x.cpuMs)),
+      fixed(med(ready) / med(baseline.map((x) => x.readyMs)), 2),
+      fixed(med(rss) / med(baseline.map((x) => x.rssMb)), 2),
+    ];
+  }),
+);
