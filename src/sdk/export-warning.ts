@@ -1,3 +1,4 @@
+import { ROOT_CONTEXT, context } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
 import type { Logger } from '../index.js';
@@ -20,13 +21,16 @@ export class ExportWarningExporter implements SpanExporter {
     this.exporter.export(spans, (result) => {
       if (result.code !== ExportResultCode.SUCCESS && !this.#failing) {
         this.#failing = true;
-        this.logger.warn(
-          { destination: this.destination, err: result.error?.message ?? 'export failed', spans: spans.length },
-          'lifeline: spans cannot be exported and are being dropped (is the collector running?); said once until export works again',
-        );
+        const fields = { destination: this.destination, err: result.error?.message ?? 'export failed', spans: spans.length };
+        // Outside any span: the line is about lifeline, not about the request that happened to be active.
+        context.with(ROOT_CONTEXT, () => {
+          this.logger.warn(fields, 'lifeline: spans cannot be exported and are dropped; is the collector running? (said once, until an export succeeds again)');
+        });
       } else if (result.code === ExportResultCode.SUCCESS && this.#failing) {
         this.#failing = false;
-        this.logger.info({ destination: this.destination }, 'lifeline: spans are exported again');
+        context.with(ROOT_CONTEXT, () => {
+          this.logger.info({ destination: this.destination }, 'lifeline: spans are exported again');
+        });
       }
       resultCallback(result);
     });

@@ -5,6 +5,8 @@ import { ROOT, stopChild } from './node.js';
 /** A Node service started in its own process; it prints `{"port":N}` on its first stdout line. */
 export interface ChildService {
   url: string;
+  /** What it printed after its first line. */
+  stdout: () => string;
   stderr: () => string;
   stop: () => Promise<void>;
 }
@@ -14,9 +16,11 @@ export async function startService(script: string, env: NodeJS.ProcessEnv, nodeA
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
+  let stdout = '';
   const port = await new Promise<number>((resolve, reject) => {
     lines.once('line', (line) => {
       resolve((JSON.parse(line) as { port: number }).port);
+      lines.on('line', (more) => (stdout += `${more}\n`));
     });
     child.once('exit', (code) => {
       reject(new Error(`${script} exited with ${String(code)} before listening: ${stderr}`));
@@ -24,6 +28,7 @@ export async function startService(script: string, env: NodeJS.ProcessEnv, nodeA
   });
   return {
     url: `http://127.0.0.1:${port}`,
+    stdout: () => stdout,
     stderr: () => stderr,
     stop: () => stopChild(child),
   };

@@ -1,0 +1,159 @@
+import { createServer, type Server } from 'node:net';
+import { spawnSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
+import { freePort, runNode } from '../support/node.js';
+import { startService } from '../support/service.js';
+
+const SERVER = 2;
+const CLIENT = 3;
+let receiver: Awaited<ReturnType<typeof otlpReceiver>>;
+beforeAll(async () => {
+  receiver = await otlpReceiver();
+});
+afterAll(async () => {
+  await receiver.close();
+});
+
+/**
+ * Starts test/fixtures/esm-client-app.mjs under register mode, has it call itself once over HTTP
+ * and once over raw TCP, stops it (lifeline flushes on SIGTERM) and returns its spans.
+ */
+async function spansOfOneCall(service: string, env: NodeJS.ProcessEnv): Promise<ReceivedSpan[]> {
+  const app = await startService(
+    'test/fixtures/esm-client-app.mjs',
+    { OTEL_SERVICE_NAME: service, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY: '50', LIFELINE_PROBE_PORT: '0', ...env },
+    ['--import', 'otel-lifeline/register'],
+  );
+  try {
+    for (const path of ['call', 'tcp']) {
+      const res = await fetch(`${app.url}/${path}?port=${new URL(app.url).port}`);
+      expect(await res.text()).toBe('200');
+    }
+    await app.stop(); // SIGTERM: lifeline flushes before the process ends
+    return receiver.spans.filter((s) => s.service === service);
+  } finally {
+    await app.stop();
+  }
+}
+
+describe('register mode in a service as it is', () => {
+  it('the ES module hook lets the http instrumentation see `import { createServer, request } from "node:http"`; LIFELINE_ESM_HOOK=off turns it off', async () => {
+    const withHook = await spansOfOneCall('hook-on', {});
+    expect(withHook.filter((s) => s.kind === CLIENT).map((s) => s.name)).toEqual(['GET']);
+    expect(withHook.filter((s) => s.kind === SERVER)).toHaveLength(3); // /call, the call it made, /tcp
+    // Without the hook, bindings imported by name before lifeline ran are the unpatched ones.
+    const without = await spansOfOneCall('hook-off', { LIFELINE_ESM_HOOK: 'off' });
+    expect(without).toEqual([]);
+  });
+
+  it("uses the app's @opentelemetry/auto-instrumentations-node when installed, honouring OTEL_NODE_ENABLED_INSTRUMENTATIONS; LIFELINE_AUTO_INSTRUMENTATIONS=off keeps lifeline's own", async () => {
+    // dns and net spans come only from the auto-instrumentations (installed in this repository).
+    const auto = await spansOfOneCall('auto-on', { LIFELINE_AUTO_INSTRUMENTATIONS: 'on' });
+    expect(auto.map((s) => s.name)).toEqual(expect.arrayContaining(['tcp.connect']));
+    const onlyHttp = await spansOfOneCall('auto-http-only', { LIFELINE_AUTO_INSTRUMENTATIONS: 'on', OTEL_NODE_ENABLED_INSTRUMENTATIONS: 'http' });
+    expect(onlyHttp.map((s) => s.name)).not.toContain('tcp.connect');
+    expect(onlyHttp.filter((s) => s.kind === CLIENT).map((s) => s.name)).toEqual(['GET']);
+    const own = await spansOfOneCall('auto-off', { LIFELINE_AUTO_INSTRUMENTATIONS: 'off' });
+    expect(own.map((s) => s.name)).not.toContain('tcp.connect');
+  });
+
+  it('a busy default probe port: one warning, and the service runs without a probe server', async () => {
+    const holder = await holdPort(5555);
+    try {
+      const result = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env: { ...process.env, LIFELINE_PROBE_PORT: '', OTEL_TRACES_EXPORTER: 'none', APP_LIFETIME_MS: '200' } });
+      expect(result.code).toBe(0);
+      expect(result.stdout).toContain('app listening');
+      expect(result.stdout.match(/the probe port is in use/g)).toHaveLength(1);
+    } finally {
+      holder?.close();
+    }
+  });
+
+  it('a busy probe port the deployment chose stops start-up, naming it', async () => {
+    const port = await freePort();
+    const holder = await holdPort(port);
+    try {
+      const result = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env: { ...process.env, LIFELINE_PROBE_PORT: String(port), OTEL_TRACES_EXPORTER: 'none' } });
+      expect(result.code).toBe(1);
+      expect(result.stdout).not.toContain('app listening');
+      expect(result.stderr).toContain(`LIFELINE_PROBE_PORT="${String(port)}" (EADDRINUSE)`);
+    } finally {
+      holder?.close();
+    }
+  });
+
+  it('npm, npx, yarn and pnpm processes that inherit NODE_OPTIONS skip lifeline entirely', async () => {
+    const { mkdtempSync, writeFileSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const dir = mkdtempSync(join(tmpdir(), 'lifeline-pm-'));
+    // Prints whether an OpenTelemetry SDK registered its tracer provider in this process.
+    const probe = "console.log(globalThis[Symbol.for('opentelemetry.js.api.1')]?.trace ? 'sdk' : 'none')";
+    for (const name of ['npm-cli.js', 'npx-cli.js', 'yarn.js', 'pnpm.cjs', 'service.js']) writeFileSync(join(dir, name), probe);
+    const env = { ...process.env, LIFELINE_PROBE_PORT: '0', OTEL_TRACES_EXPORTER: 'none' };
+    for (const tool of ['npm-cli.js', 'npx-cli.js', 'yarn.js', 'pnpm.cjs']) {
+      const result = await runNode(['--import', 'otel-lifeline/register', join(dir, tool)], { env });
+      expect(result.stdout.trim(), tool).toBe('none');
+    }
+    const service = await runNode(['--import', 'otel-lifeline/register', join(dir, 'service.js')], { env });
+    expect(service.stdout.trim()).toBe('sdk');
+  });
+
+  it('says once that spans cannot be exported when no collector listens', async () => {
+    const closed = await freePort();
+    const app = await startService(
+      'test/fixtures/esm-client-app.mjs',
+      { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${String(closed)}`, OTEL_EXPORTER_OTLP_TIMEOUT: '500', OTEL_BSP_SCHEDULE_DELAY: '20', LIFELINE_PROBE_PORT: '0', LIFELINE_AUTO_INSTRUMENTATIONS: 'off' },
+      ['--import', 'otel-lifeline/register'],
+    );
+    try {
+      // Several failed exports: each call makes spans, each batch fails.
+      let lines: string[] = [];
+      for (let i = 0; i < 40 && lines.length === 0; i++) {
+        await fetch(`${app.url}/`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        lines = app.stdout().split('\n').filter((line) => line.includes('spans cannot be exported'));
+      }
+      for (let i = 0; i < 5; i++) await fetch(`${app.url}/`);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      lines = app.stdout().split('\n').filter((line) => line.includes('spans cannot be exported'));
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toContain(`127.0.0.1:${String(closed)}`);
+    } finally {
+      await app.stop();
+    }
+  });
+
+  it('on a Node older than 22.15, register mode says which Node it needs instead of crashing', () => {
+    const old = olderNode();
+    expect(old, 'a Node < 22.15 on PATH or at /usr/bin/node (CI machines have Node 20)').toBeDefined();
+    const result = spawnSync(old ?? 'node', ['--import', 'otel-lifeline/register', '-e', 'console.log("ran")'], { encoding: 'utf8', env: { ...process.env, LIFELINE_PROBE_PORT: '0' } });
+    expect(result.status).toBe(1);
+    expect(result.stdout).not.toContain('ran');
+    expect(result.stderr).toMatch(/^lifeline: otel-lifeline needs Node\.js >= 22\.15, this is v\d+/);
+  });
+});
+
+/** Listens on `port` (all interfaces, as the probe server does), or `undefined` if something already does. */
+async function holdPort(port: number): Promise<Server | undefined> {
+  const server = createServer();
+  return new Promise((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EADDRINUSE') resolve(undefined);
+      else reject(err);
+    });
+    server.listen(port, () => {
+      resolve(server);
+    });
+  });
+}
+
+function olderNode(): string | undefined {
+  for (const candidate of ['/usr/bin/node', '/usr/local/bin/node', 'node']) {
+    const run = spawnSync(candidate, ['-p', 'process.versions.node'], { encoding: 'utf8', env: { PATH: '/usr/local/bin:/usr/bin:/bin' } });
+    const [major = 0, minor = 0] = run.stdout.trim().split('.').map(Number);
+    if (run.status === 0 && (major < 22 || (major === 22 && minor < 15))) return candidate;
+  }
+  return undefined;
+}
