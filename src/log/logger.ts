@@ -25,9 +25,15 @@ export function defaultLogger(): Logger {
 export function loggerOrDefault(logger: Logger | undefined): Logger {
   return (
     logger ?? {
-      warn: (obj, msg) => defaultLogger().warn(obj, msg),
-      info: (obj, msg) => defaultLogger().info(obj, msg),
-      debug: (obj, msg) => defaultLogger().debug(obj, msg),
+      warn: (obj, msg) => {
+        defaultLogger().warn(obj, msg);
+      },
+      info: (obj, msg) => {
+        defaultLogger().info(obj, msg);
+      },
+      debug: (obj, msg) => {
+        defaultLogger().debug(obj, msg);
+      },
     }
   );
 }

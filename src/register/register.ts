@@ -30,11 +30,9 @@ async function start(): Promise<void> {
     fail(err instanceof Error ? err.message : String(err));
   }
   // Imported only once the environment is known to be valid: the process-wide catalog reads it on load.
+  const { startLifeline } = await import('../sdk/index.js');
   const { logLevel } = config;
-  const [{ startLifeline }, logger] = await Promise.all([
-    import('../sdk/index.js'),
-    logLevel === undefined ? undefined : import('pino').then(({ pino }) => pino({ name: 'lifeline', level: logLevel })),
-  ]);
+  const logger = logLevel === undefined ? undefined : (await import('pino')).pino({ name: 'lifeline', level: logLevel });
   try {
     await startLifeline({
       // A port nobody chose may be taken by a sibling process (test runners, workers): warn, go on.

@@ -16,7 +16,7 @@ export async function traceExportersFromEnv(env: NodeJS.ProcessEnv = process.env
   if (names.includes('none')) return [];
   const invalid = names.find((name) => name !== 'console' && name !== 'otlp');
   if (invalid !== undefined) throw new LifelineError('ERR_INVALID_OPTION', `invalid OTEL_TRACES_EXPORTER=${JSON.stringify(env.OTEL_TRACES_EXPORTER)} (lifeline supports otlp, console and none)`);
-  return Promise.all(names.map((name) => (name === 'console' ? new ConsoleSpanExporter() : otlpExporter(env))));
+  return Promise.all(names.map((name) => (name === 'console' ? Promise.resolve(new ConsoleSpanExporter()) : otlpExporter(env))));
 }
 
 async function otlpExporter(env: NodeJS.ProcessEnv): Promise<SpanExporter> {

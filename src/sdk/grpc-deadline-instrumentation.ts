@@ -1,7 +1,7 @@
 import { SpanKind, trace } from '@opentelemetry/api';
 import { InstrumentationBase, InstrumentationNodeModuleDefinition, InstrumentationNodeModuleFile, isWrapped, type InstrumentationConfig } from '@opentelemetry/instrumentation';
 import { createRequire } from 'node:module';
-import { grpcCallDeadline, runWithInboundDeadline } from '../grpc/index.js';
+import { boundUntilMetadata, grpcCallDeadline, runWithInboundDeadline } from '../grpc/index.js';
 import { InboundDeadlines, type InboundDeadlineOptions } from '../inbound/index.js';
 import { DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions } from '../policy/index.js';
 import { recordDeadline } from '../processors/index.js';
@@ -18,7 +18,7 @@ interface ServerCall {
 }
 type Handler = (this: unknown, call: ServerCall, callback?: unknown) => unknown;
 type AddService = (this: unknown, service: Record<string, { originalName?: string } | undefined>, implementation: unknown) => void;
-type GetInterceptingCall = (this: unknown, interceptorArgs: unknown, methodDefinition: { path?: string } | undefined, options: { deadline?: Date | number }, channel: { getTarget?: () => string }) => unknown;
+type GetInterceptingCall = (this: unknown, interceptorArgs: unknown, methodDefinition: { path?: string; requestStream?: boolean; responseStream?: boolean } | undefined, options: { deadline?: Date | number }, channel: { getTarget?: () => string }) => unknown;
 interface GrpcModule {
   Server: { prototype: { addService: AddService } };
 }
@@ -31,7 +31,8 @@ const SUPPORTED = ['^1.0.0'];
 /**
  * Deadlines for `@grpc/grpc-js`, with nothing to change in the app. Client calls get the context's
  * deadline (or the policy's) as their gRPC `deadline` unless they set an earlier one, so
- * `grpc-timeout` goes on the wire and the call ends with `DEADLINE_EXCEEDED`. Handlers of services
+ * `grpc-timeout` goes on the wire and the call ends with `DEADLINE_EXCEEDED`; a unary call nothing
+ * bounds waits at most `headersTimeoutMs` for its response metadata. Handlers of services
  * added with `server.addService` run under a trusted caller's deadline (`source` `inbound`, within
  * `minInboundMs`..`maxInboundMs`; `trustInbound` as for HTTP, `'private'` by default). `startLifeline`
  * includes it; add it to your own NodeSDK's instrumentations otherwise.
@@ -110,9 +111,11 @@ export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlin
     const policyOf = (): DeadlinePolicy => this.policy();
     return function getInterceptingCall(interceptorArgs, methodDefinition, options, channel) {
       const policy = policyOf();
-      const deadline = grpcCallDeadline(policy, options.deadline, methodDefinition?.path, () => channel.getTarget?.() ?? '');
+      const deadline = grpcCallDeadline(policy, options.deadline, methodDefinition, () => channel.getTarget?.() ?? '');
       if (deadline === undefined) return original.call(this, interceptorArgs, methodDefinition, options, channel);
       if (deadline.fromPolicy) recordOnGrpcClientSpan(deadline);
+      // The headers bound is no gRPC deadline: it must not reach the server as grpc-timeout.
+      if (deadline.untilHeaders) return boundUntilMetadata(original.call(this, interceptorArgs, methodDefinition, options, channel), deadline.at);
       return original.call(this, interceptorArgs, methodDefinition, { ...options, deadline: deadline.at }, channel);
     };
   }

@@ -89,14 +89,14 @@ export interface Lifeline {
  * @example
  * ```ts
  * import { NodeSDK } from '@opentelemetry/sdk-node';
- * import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+ * import { BatchSpanProcessor } from '@opentelemetry/sdk-trace';
  * import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
  * import { getNodeAutoInstrumentations } from '@opentelemetry/auto-instrumentations-node';
  * import { lifelineParts } from 'otel-lifeline/sdk';
  *
  * const lifeline = lifelineParts({ probe: { port: 5555 } });
  * const sdk = new NodeSDK({
- *   spanProcessors: [...lifeline.spanProcessors, new BatchSpanProcessor(new OTLPTraceExporter())],
+ *   spanProcessors: [...lifeline.spanProcessors, new BatchSpanProcessor({ exporter: new OTLPTraceExporter() })],
  *   textMapPropagator: lifeline.propagator,
  *   instrumentations: [
  *     ...lifeline.instrumentations,

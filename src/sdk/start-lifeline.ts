@@ -60,8 +60,9 @@ export type { Lifeline } from './lifeline-parts.js';
 export async function startLifeline(options: LifelineOptions = {}): Promise<Lifeline> {
   // A second SDK would fight the first over the globals (and both would wait on the other's SIGTERM).
   if (lifelineRunning()) throw new LifelineError('ERR_ALREADY_STARTED', 'lifeline is already started in this process (once shut down, it can start again only with a catalog of its own)');
-  let stopSdk: (() => Promise<void>) | undefined;
-  const parts = assembleParts(options, () => stopSdk?.() ?? Promise.resolve());
+  // The SDK is made after the parts (it needs their processors), and stopped by their shutdown.
+  const owned: { sdk?: { shutdown(): Promise<void> } } = {};
+  const parts = assembleParts(options, () => owned.sdk?.shutdown() ?? Promise.resolve());
   const [{ NodeSDK }, instrumentations, spanProcessors] = await Promise.all([import('@opentelemetry/sdk-node'), instrumentationsOf(options, parts), exportingProcessors(options)]);
   const config: Partial<NodeSDKConfiguration> = {
     spanProcessors: [...parts.spanProcessors, ...spanProcessors],
@@ -75,7 +76,7 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
   const sdk = new NodeSDK(config);
   sdk.start();
   if (options.esmHook) await installEsmHook(instrumentedModules(config.instrumentations?.flat() ?? []));
-  stopSdk = () => sdk.shutdown();
+  owned.sdk = sdk;
   try {
     return await parts.start();
   } catch (err) {

@@ -1,5 +1,8 @@
-import { createServer, type Server } from 'node:net';
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { freePort, runNode } from '../support/node.js';
@@ -84,9 +87,6 @@ describe('register mode in a service as it is', () => {
   });
 
   it('npm, npx, yarn and pnpm processes that inherit NODE_OPTIONS skip lifeline entirely', async () => {
-    const { mkdtempSync, writeFileSync } = await import('node:fs');
-    const { tmpdir } = await import('node:os');
-    const { join } = await import('node:path');
     const dir = mkdtempSync(join(tmpdir(), 'lifeline-pm-'));
     // Prints whether an OpenTelemetry SDK registered its tracer provider in this process.
     const probe = "console.log(globalThis[Symbol.for('opentelemetry.js.api.1')]?.trace ? 'sdk' : 'none')";

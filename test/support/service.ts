@@ -5,6 +5,8 @@ import { ROOT, stopChild } from './node.js';
 /** A Node service started in its own process; it prints `{"port":N}` on its first stdout line. */
 export interface ChildService {
   url: string;
+  /** Its first stdout line, parsed. */
+  first: Record<string, unknown>;
   /** What it printed after its first line. */
   stdout: () => string;
   stderr: () => string;
@@ -17,9 +19,9 @@ export async function startService(script: string, env: NodeJS.ProcessEnv, nodeA
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
   let stdout = '';
-  const port = await new Promise<number>((resolve, reject) => {
+  const first = await new Promise<Record<string, unknown>>((resolve, reject) => {
     lines.once('line', (line) => {
-      resolve((JSON.parse(line) as { port: number }).port);
+      resolve(JSON.parse(line) as Record<string, unknown>);
       lines.on('line', (more) => (stdout += `${more}\n`));
     });
     child.once('exit', (code) => {
@@ -27,7 +29,8 @@ export async function startService(script: string, env: NodeJS.ProcessEnv, nodeA
     });
   });
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://127.0.0.1:${String(first.port)}`,
+    first,
     stdout: () => stdout,
     stderr: () => stderr,
     stop: () => stopChild(child),

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { runModule } from '../support/node.js';
+import { serve, stallsBody } from '../support/servers.js';
+
+// Each case runs in a fresh process: whether undici is loaded, and what the global slots hold, is
+// per process. (One small file of undici, its symbols, is read at import; its index is the cost.)
+const LOADED = "Object.keys((await import('node:module')).createRequire(import.meta.url).cache).some((f) => f.endsWith('/node_modules/undici/index.js'))";
+
+describe('the deadline dispatcher is built on the first request', () => {
+  it("installing loads no undici; the first fetch builds it and is bounded like any other", async () => {
+    const server = await serve(stallsBody);
+    try {
+      const result = await runModule(`
+        import { installDeadlineDispatcher, isDeadlineExceeded, withTimeout } from 'otel-lifeline';
+        const installed = installDeadlineDispatcher();
+        const before = ${LOADED};
+        const started = Date.now();
+        const error = await withTimeout(300, () => fetch('${server.url}/').then((r) => r.text())).catch((e) => e);
+        // The same through undici's own request (the newer handler API, the other slot).
+        const undici = await import('undici');
+        const second = await withTimeout(300, () => undici.request('${server.url}/').then((r) => r.body.text())).catch((e) => e);
+        console.log(JSON.stringify({ before, after: ${LOADED}, fetch: isDeadlineExceeded(error), request: isDeadlineExceeded(second), ms: Date.now() - started }));
+        installed.uninstall();
+      `);
+      expect(result.stderr).toBe('');
+      const report = JSON.parse(result.stdout) as { before: boolean; after: boolean; fetch: boolean; request: boolean; ms: number };
+      expect(report).toMatchObject({ before: false, after: true, fetch: true, request: true });
+      expect(report.ms).toBeLessThan(5_000);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('uninstalled before any request: the slots are as they were, and undici was never loaded', async () => {
+    const result = await runModule(`
+      import { installDeadlineDispatcher } from 'otel-lifeline';
+      const slots = () => [Symbol.for('undici.globalDispatcher.1'), Symbol.for('undici.globalDispatcher.2')].map((s) => globalThis[s] === undefined);
+      const before = slots();
+      installDeadlineDispatcher().uninstall();
+      console.log(JSON.stringify({ before, after: slots(), loaded: ${LOADED} }));
+    `);
+    expect(JSON.parse(result.stdout)).toEqual({ before: [true, true], after: [true, true], loaded: false });
+  });
+});
