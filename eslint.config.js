@@ -34,4 +34,10 @@ export default tseslint.config(
     files: ['**/*.cjs'],
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
+  {
+    // A fixture service of the adoption tests written as CommonJS .js ("type": "commonjs"), tested with jest's globals.
+    files: ['test/fixtures/services/cjs-express-axios/**/*.js'],
+    languageOptions: { sourceType: 'commonjs', globals: { ...globals.node, ...globals.jest } },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
 );
