@@ -195,6 +195,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         shutdown: () =>
           (stopping ??= (async () => {
             process.off('SIGTERM', onSigterm);
+            process.off('beforeExit', onBeforeExit);
             // Spans first, probes last: liveness keeps answering 200 until the very end. Whatever
             // the exporter does, everything else is still released.
             try {
@@ -225,6 +226,12 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         });
       }
       if (options.handleSigterm ?? true) process.on('SIGTERM', onSigterm);
+      // A process that ends by itself (a batch job, a test file) would drop the spans still batched:
+      // flush once when the event loop runs dry; the flush's own work ends, and the process with it.
+      function onBeforeExit(): void {
+        void lifeline.forceFlush().catch(() => undefined);
+      }
+      process.once('beforeExit', onBeforeExit);
       return lifeline;
     },
   };

@@ -61,6 +61,16 @@ describe('register mode in a service as it is', () => {
     expect(own.map((s) => s.name)).not.toContain('tcp.connect');
   });
 
+  it('a process that ends by itself (a batch job, a test file) exports its spans before it goes', async () => {
+    const result = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/batch-job.mjs'], {
+      env: { ...process.env, OTEL_SERVICE_NAME: 'batch-job', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, LIFELINE_PROBE_PORT: '0' },
+    });
+    expect(result.code).toBe(0);
+    // The default batch delay is 5 s: a span seen before the process exited was flushed by lifeline.
+    expect(result.ms).toBeLessThan(4_000);
+    expect(receiver.spans.filter((s) => s.service === 'batch-job').map((s) => s.name)).toEqual(['nightly job']);
+  });
+
   it('a busy default probe port: one warning, and the service runs without a probe server', async () => {
     const holder = await holdPort(5555);
     try {
