@@ -47,7 +47,7 @@ export {
   type InFlightSpanProcessorOptions,
   type RedactionOptions,
 } from './diagnostics/index.js';
-export { type DeadlinePolicyOptions, type DeadlineRule, type RuleValue } from './policy/index.js';
+export { type DeadlineHeaderHosts, type DeadlinePolicyOptions, type DeadlineRule, type RuleValue } from './policy/index.js';
 export { installHttpDeadlines, type InstalledHttpDeadlines } from './http/index.js';
 export { grpcDeadlineInterceptor } from './grpc/index.js';
 export { deadlineInterceptor, installDeadlineDispatcher, type DeadlineDispatcherOptions, type InstalledDeadlineDispatcher } from './undici/index.js';

@@ -1,5 +1,5 @@
-/** Where a deadline came from. */
-export type DeadlineSource = 'tick' | 'inbound' | 'scope' | 'policy';
+/** Where a deadline came from; `headers` bounds only the wait for a call's response head (`headersTimeoutMs`). */
+export type DeadlineSource = 'tick' | 'inbound' | 'scope' | 'policy' | 'headers';
 
 /** The reason a deadline aborts work: the deadline passed before the work finished. */
 export class DeadlineExceededError extends Error {

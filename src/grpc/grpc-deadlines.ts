@@ -1,34 +1,90 @@
 import { context } from '@opentelemetry/api';
 import { isIP } from 'node:net';
-import { contextWithDeadline, deadlineOf, DeadlineScope } from '../deadline/index.js';
+import { contextWithDeadline, DeadlineExceededError, deadlineOf, DeadlineScope, DeadlineTimer } from '../deadline/index.js';
 import type { InboundDeadlines } from '../inbound/index.js';
 import { callDeadline, DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
 
 /** grpc-js's `Deadline`: a `Date`, or epoch ms (`Infinity` for none). */
 type GrpcDeadline = Date | number;
 
+/** A grpc-js method definition, as far as deadlines go. */
+interface GrpcMethod {
+  path?: string;
+  requestStream?: boolean;
+  responseStream?: boolean;
+}
+
 /** The call options grpc-js hands to interceptors (`InterceptorOptions`), as far as deadlines go. */
 interface GrpcCallOptions {
   deadline?: GrpcDeadline;
-  method_definition?: { path?: string };
+  method_definition?: GrpcMethod;
+}
+
+/** A grpc-js `InterceptingCall`, as far as the headers bound goes. */
+interface GrpcCall {
+  start: (this: GrpcCall, metadata: unknown, listener?: Partial<GrpcListener>) => void;
+  cancelWithStatus(code: number, details: string): void;
+}
+interface GrpcListener {
+  onReceiveMetadata(metadata: unknown): void;
+  onReceiveMessage(message: unknown): void;
+  onReceiveStatus(status: unknown): void;
+}
+
+/** gRPC's status DEADLINE_EXCEEDED. */
+const DEADLINE_EXCEEDED = 4;
+
+/**
+ * The deadline a gRPC call of `method` should carry: the context's (or the policy's, when sooner),
+ * unless the caller already set `own`, an earlier one, which is kept (`undefined`: nothing to change).
+ * The headers bound (`untilHeaders`) applies to unary calls with no deadline of their own: a gRPC
+ * server sends its response metadata with its first message, so a stream has no head to wait for.
+ * `target` is the channel's target (`host:port`, maybe with a `dns:` scheme), for policy rules.
+ */
+export function grpcCallDeadline(policy: DeadlinePolicy, own: GrpcDeadline | undefined, method: GrpcMethod | undefined, target: () => string): CallDeadline | undefined {
+  const deadline = callDeadline(policy, deadlineOf(context.active()), () => grpcAttributes(method?.path, target()));
+  if (deadline === undefined) return undefined;
+  const ownAt = toEpochMs(own);
+  if (deadline.untilHeaders) return ownAt === undefined && method?.requestStream !== true && method?.responseStream !== true ? deadline : undefined;
+  return ownAt !== undefined && ownAt <= deadline.at ? undefined : deadline;
 }
 
 /**
- * The deadline a gRPC call to `path` should carry: the context's (or the policy's, when sooner),
- * unless the caller already set `own`, an earlier one, which is kept (`undefined`: nothing to change).
- * `target` is the channel's target (`host:port`, maybe with a `dns:` scheme), for policy rules.
+ * `call` (an `InterceptingCall`, not yet started) cancelled with `DEADLINE_EXCEEDED` at `at` unless
+ * its response metadata or its status came first. No `grpc-timeout` is sent: the server is not
+ * bounded by it. Everything but the listener is passed on as it is.
  */
-export function grpcCallDeadline(policy: DeadlinePolicy, own: GrpcDeadline | undefined, path: string | undefined, target: () => string): CallDeadline | undefined {
-  const deadline = callDeadline(policy, deadlineOf(context.active()), () => grpcAttributes(path, target()));
-  if (deadline === undefined) return undefined;
-  const ownAt = toEpochMs(own);
-  return ownAt !== undefined && ownAt <= deadline.at ? undefined : deadline;
+export function boundUntilMetadata<T>(call: T, at: number): T {
+  const bounded = call as T & GrpcCall;
+  const start = bounded.start;
+  bounded.start = function (this: GrpcCall, metadata: unknown, listener?: Partial<GrpcListener>): void {
+    const timer = new DeadlineTimer(at, expireCall, { call: bounded, at });
+    start.call(this, metadata, {
+      onReceiveMetadata(received: unknown): void {
+        timer.cancel();
+        listener?.onReceiveMetadata?.(received);
+      },
+      onReceiveMessage(message: unknown): void {
+        listener?.onReceiveMessage?.(message);
+      },
+      onReceiveStatus(status: unknown): void {
+        timer.cancel();
+        listener?.onReceiveStatus?.(status);
+      },
+    });
+  };
+  return call;
+}
+
+function expireCall({ call, at }: { call: GrpcCall; at: number }): void {
+  call.cancelWithStatus(DEADLINE_EXCEEDED, new DeadlineExceededError(at, 'headers').message);
 }
 
 /**
  * A grpc-js client interceptor that gives every call the deadline of the OpenTelemetry context (or
  * the policy's, whichever is sooner) as its gRPC deadline, unless the call set an earlier one, so
- * `grpc-timeout` goes on the wire and the call ends with `DEADLINE_EXCEEDED` at the deadline.
+ * `grpc-timeout` goes on the wire and the call ends with `DEADLINE_EXCEEDED` at the deadline. A
+ * unary call nothing bounds waits at most `headersTimeoutMs` for its response metadata.
  * `startLifeline` does this for every client without an interceptor; this is for a client of your own.
  * @example
  * ```ts
@@ -39,8 +95,10 @@ export function grpcCallDeadline(policy: DeadlinePolicy, own: GrpcDeadline | und
 export function grpcDeadlineInterceptor(options: DeadlinePolicyOptions = {}): <T>(callOptions: GrpcCallOptions, nextCall: (callOptions: GrpcCallOptions) => T) => T {
   const policy = new DeadlinePolicy(options);
   return (callOptions, nextCall) => {
-    const deadline = grpcCallDeadline(policy, callOptions.deadline, callOptions.method_definition?.path, () => '');
-    return nextCall(deadline === undefined ? callOptions : { ...callOptions, deadline: deadline.at });
+    const deadline = grpcCallDeadline(policy, callOptions.deadline, callOptions.method_definition, () => '');
+    if (deadline === undefined) return nextCall(callOptions);
+    if (deadline.untilHeaders) return boundUntilMetadata(nextCall(callOptions), deadline.at);
+    return nextCall({ ...callOptions, deadline: deadline.at });
   };
 }
 

@@ -1,13 +1,15 @@
-import { context, propagation } from '@opentelemetry/api';
+import { context } from '@opentelemetry/api';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createRequire } from 'node:module';
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import { DeadlineExceededError, DeadlineTimer, deadlineOf, markEndedByDeadline, type DeadlineSource } from '../deadline/index.js';
-import { callDeadline, DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
-import { DEADLINE_HEADER, deadlineHeaderValue } from '../propagation/index.js';
+import { callDeadline, deadlineHeader, DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
+import { DEADLINE_HEADER } from '../propagation/index.js';
 
 /** Node publishes every outgoing node:http/https request here, synchronously, in the caller's context. */
 const CREATED = 'http.client.request.created';
+/** …and here when the response head of one has been parsed (the body still to come). */
+const RESPONSE = 'http.client.response.finish';
 
 /** The installed node:http deadlines, and the way back. */
 export interface InstalledHttpDeadlines {
@@ -15,7 +17,7 @@ export interface InstalledHttpDeadlines {
   uninstall(): void;
 }
 
-/** Deadlines a policy rule or the default gave, by request: the client span records them. */
+/** Deadlines a policy rule, the default or the headers bound gave, by request: the client span records them. */
 const fromPolicy = new WeakMap<ClientRequest, CallDeadline>();
 
 /**
@@ -25,7 +27,9 @@ const fromPolicy = new WeakMap<ClientRequest, CallDeadline>();
  * the undici dispatcher). At the deadline the request is destroyed with a `DeadlineExceededError`
  * in whatever phase it is: queued in an `http.Agent`, resolving DNS, connecting, in the TLS
  * handshake, waiting for the response head or streaming the body. The destroyed socket is not
- * returned to the agent's pool. A request that ends first leaves no timer behind.
+ * returned to the agent's pool. A request that ends first leaves no timer behind. A request
+ * nothing bounds waits at most `headersTimeoutMs` for its response head, and the deadline goes to
+ * the hosts of `deadlineHeaderHosts` as `x-request-timeout-ms`.
  *
  * It listens on Node's `http.client.request.created` diagnostics channel: no module is patched, so
  * it also covers clients loaded before it, from ESM or CommonJS, and the http instrumentation of
@@ -43,12 +47,17 @@ export function installHttpDeadlines(options: DeadlinePolicyOptions = {}): Insta
     bound(request, policy);
   };
   subscribe(CREATED, onCreated);
+  // Only a headers bound needs to hear of response heads (a listener of 'response' would keep
+  // node:http from dumping a response nobody reads).
+  const headersBound = policy.headersTimeoutMs !== undefined;
+  if (headersBound) subscribe(RESPONSE, onResponse);
   let installed = true;
   return {
     uninstall() {
       if (!installed) return;
       installed = false;
       unsubscribe(CREATED, onCreated);
+      if (headersBound) unsubscribe(RESPONSE, onResponse);
     },
   };
 }
@@ -61,18 +70,27 @@ export function policyDeadlineOf(request: ClientRequest): CallDeadline | undefin
 function bound(request: ClientRequest, policy: DeadlinePolicy): void {
   const deadline = callDeadline(policy, deadlineOf(context.active()), () => requestAttributes(request));
   if (deadline === undefined) return;
-  if (deadline.fromPolicy) {
-    fromPolicy.set(request, deadline);
-    // The propagator sent the context's budget (or none): the callee must see the one applied.
-    if (!request.headersSent && propagation.fields().includes(DEADLINE_HEADER)) request.setHeader(DEADLINE_HEADER, deadlineHeaderValue(deadline.at));
+  if (deadline.fromPolicy) fromPolicy.set(request, deadline);
+  if (!request.headersSent) {
+    // Set here, not by the propagator: only the client knows the host, and the deadline applied.
+    const header = deadlineHeader(policy, deadline, () => request.host);
+    if (header !== undefined) request.setHeader(DEADLINE_HEADER, header);
   }
-  (request as BoundRequest)[TIMER] = new DeadlineTimer(deadline.at, expire, { request, at: deadline.at, source: deadline.source });
+  const bounded = request as BoundRequest;
+  bounded[TIMER] = new DeadlineTimer(deadline.at, expire, { request, at: deadline.at, source: deadline.source });
+  if (deadline.untilHeaders) bounded[UNTIL_HEADERS] = true;
   request.on('close', cancelTimer);
+}
+
+function onResponse(message: unknown): void {
+  const request = (message as { request: BoundRequest }).request;
+  if (request[UNTIL_HEADERS] === true) cancelTimer.call(request); // the body, however long, is not bounded
 }
 
 // Per request: one timer and one shared listener, no closure (this runs on every outgoing call).
 const TIMER = Symbol('lifeline.deadlineTimer');
-type BoundRequest = ClientRequest & { [TIMER]?: DeadlineTimer<Expiry> | undefined };
+const UNTIL_HEADERS = Symbol('lifeline.untilHeaders');
+type BoundRequest = ClientRequest & { [TIMER]?: DeadlineTimer<Expiry> | undefined; [UNTIL_HEADERS]?: true };
 interface Expiry {
   readonly request: ClientRequest;
   readonly at: number;

@@ -1,4 +1,6 @@
 import { invalidOption } from '../errors/index.js';
+import { HeaderHosts, type DeadlineHeaderHosts } from './header-hosts.js';
+import { stateless } from './stateless-regexp.js';
 
 /** Attribute values a rule can match: equal strings or numbers, or a RegExp tested against the string form. */
 export type RuleValue = string | number | RegExp;
@@ -13,12 +15,38 @@ export interface DeadlineRule {
   readonly timeoutMs: number;
 }
 
-/** Options shared by the dispatcher and the interceptor. */
+/** Options shared by every client path: the undici dispatcher and interceptor, node:http, gRPC. */
 export interface DeadlinePolicyOptions {
   /** Rules tried in order; the first whose every key matches gives the call `now + timeoutMs`. */
   policy?: readonly DeadlineRule[];
   /** Bounds calls that have no deadline at all (no context deadline, no matching rule). */
   defaultTimeoutMs?: number;
+  /**
+   * The most a call nothing else bounds (no context deadline, no matching rule, no
+   * `defaultTimeoutMs`, no gRPC deadline of its own) may wait for its response head, counted from
+   * dispatch: connecting, TLS, sending the request and the server's think time. Once the head
+   * arrives the call is no longer bounded, so downloads and streams (server-sent events, big
+   * bodies, watches) run as long as they run: this bound cannot break them, only end a call to an
+   * upstream that never answers (without it undici waits 300 s, node:http and gRPC forever). When it
+   * fires the caller gets what a deadline gives (`DeadlineExceededError`, gRPC `DEADLINE_EXCEEDED`),
+   * and the client span `lifeline.deadline.source` `headers`. gRPC: unary calls only, until the
+   * response metadata (a gRPC server sends it with its first message, so a quiet stream has no
+   * head to wait for). An upstream that thinks longer before it answers (a non-streaming LLM API, a
+   * report endpoint) needs a policy rule for it, or a bigger value. `0` (the default): no bound.
+   * `startLifeline` and register mode use 60 000.
+   * @example `installDeadlineDispatcher({ headersTimeoutMs: 60_000, policy: [{ match: { 'server.address': 'api.openai.com' }, timeoutMs: 600_000 }] })`
+   */
+  headersTimeoutMs?: number;
+  /**
+   * The hosts outgoing calls send their deadline to, as `x-request-timeout-ms` (the budget left of
+   * the deadline the call got: the context's or a policy rule's): `'internal'` (default),
+   * `'all'`, `'none'`, or a list of host names, `.suffix`es, RegExps and `'internal'`. A third
+   * party has no use for it, and it tells them how long your caller is willing to wait. Sent only
+   * while lifeline's `DeadlinePropagator` is the global propagator (or part of it); gRPC calls
+   * carry `grpc-timeout`, gRPC's own, to every host.
+   * @example `installHttpDeadlines({ deadlineHeaderHosts: ['internal', '.corp.example.com', /^api-\d+\.example\.net$/] })`
+   */
+  deadlineHeaderHosts?: DeadlineHeaderHosts;
 }
 
 /** The attributes of an outgoing request that rules can match. */
@@ -26,27 +54,36 @@ export type RequestAttributes = Readonly<Record<string, string | number>>;
 
 const MATCHABLE = new Set(['server.address', 'server.port', 'http.request.method', 'url.scheme', 'url.path']);
 
-/** A validated policy: `ruleTimeout` and `defaultTimeoutMs` give the budget a call gets, if any. */
+/**
+ * A validated policy: `ruleTimeout`, `defaultTimeoutMs` and `headersTimeoutMs` give the budget a
+ * call gets, if any, and `headerHosts` the hosts told of it.
+ */
 export class DeadlinePolicy {
   readonly #rules: readonly DeadlineRule[];
   readonly #defaultTimeoutMs: number | undefined;
+  readonly #headersTimeoutMs: number | undefined;
+  /** The hosts that get the deadline header. */
+  readonly headerHosts: HeaderHosts;
 
   constructor(options: DeadlinePolicyOptions = {}) {
-    const { policy = [], defaultTimeoutMs } = options;
+    const { policy = [], defaultTimeoutMs, headersTimeoutMs, deadlineHeaderHosts } = options;
     const given: unknown = policy; // checked as what callers may really pass, not as what the type says
     if (!Array.isArray(given)) throw invalidOption('policy', policy, 'an array of rules');
     policy.forEach(validateRule);
     if (defaultTimeoutMs !== undefined && !isBudget(defaultTimeoutMs)) throw invalidOption('defaultTimeoutMs', defaultTimeoutMs, 'a number of ms > 0 (at most 1e15)');
+    if (headersTimeoutMs !== undefined && headersTimeoutMs !== 0 && !isBudget(headersTimeoutMs)) throw invalidOption('headersTimeoutMs', headersTimeoutMs, 'a number of ms >= 0 (at most 1e15; 0: no bound)');
+    this.headerHosts = new HeaderHosts(deadlineHeaderHosts);
     this.#rules = policy.map((rule) => ({
       match: Object.fromEntries(Object.entries<RuleValue>(rule.match).map(([key, value]) => [key, stateless(value)])),
       timeoutMs: rule.timeoutMs,
     }));
     this.#defaultTimeoutMs = defaultTimeoutMs;
+    this.#headersTimeoutMs = headersTimeoutMs === 0 ? undefined : headersTimeoutMs;
   }
 
-  /** True when no rule and no default exist: calls need no attribute work at all. */
-  get empty(): boolean {
-    return this.#rules.length === 0 && this.#defaultTimeoutMs === undefined;
+  /** False when no rule exists: calls need no attribute work at all. */
+  get hasRules(): boolean {
+    return this.#rules.length !== 0;
   }
 
   /** The budget of the first matching rule, else `undefined`. */
@@ -61,6 +98,11 @@ export class DeadlinePolicy {
   get defaultTimeoutMs(): number | undefined {
     return this.#defaultTimeoutMs;
   }
+
+  /** The bound on waiting for the response head of calls nothing else bounds; `undefined`: none. */
+  get headersTimeoutMs(): number | undefined {
+    return this.#headersTimeoutMs;
+  }
 }
 
 function matches(rule: DeadlineRule, attributes: RequestAttributes): boolean {
@@ -71,11 +113,6 @@ function matches(rule: DeadlineRule, attributes: RequestAttributes): boolean {
     if (expected instanceof RegExp ? !expected.test(String(actual)) : String(expected) !== String(actual)) return false;
   }
   return true;
-}
-
-/** A /g or /y RegExp remembers `lastIndex` between tests: matching calls must not depend on history. */
-function stateless(value: RuleValue): RuleValue {
-  return value instanceof RegExp && (value.global || value.sticky) ? new RegExp(value.source, value.flags.replace(/[gy]/g, '')) : value;
 }
 
 function validateRule(rule: unknown, index: number): void {

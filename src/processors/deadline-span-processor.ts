@@ -10,7 +10,8 @@ const DEADLINE_ERROR_CODE = 'ERR_DEADLINE_EXCEEDED';
 /**
  * Records deadlines on spans. Every span started under a deadline gets
  * `lifeline.deadline.at`, `budget_ms` (remaining at start) and `source`; a client span started with
- * no deadline at all gets `lifeline.deadline.missing` — the calls nobody bounded. A span that ends
+ * no deadline at all gets `lifeline.deadline.missing` — the calls nobody bounded, including those
+ * only `headersTimeoutMs` bounds (`source` `headers`, `at` the bound on their head). A span that ends
  * with a `DeadlineExceededError` (as the undici instrumentation records a call lifeline aborted) is
  * marked `lifeline.deadline.exceeded`, `error.type` = `timeout`, status ERROR.
  */
@@ -20,7 +21,7 @@ export class DeadlineSpanProcessor implements SpanProcessor {
     if (span.attributes[ATTR_DEADLINE_SOURCE] !== undefined) return;
     const deadline = deadlineOf(parentContext);
     if (deadline !== undefined) {
-      recordDeadline(span, deadline);
+      recordDeadline(span, deadline, span.kind === SpanKind.CLIENT && deadline.source === 'headers');
     } else if (span.kind === SpanKind.CLIENT) {
       span.setAttribute(ATTR_DEADLINE_MISSING, true);
     }
@@ -48,14 +49,15 @@ export class DeadlineSpanProcessor implements SpanProcessor {
 
 /**
  * Records on `span` the deadline its work is bound by. For a client span whose call got its
- * deadline after the span started (a policy rule on a node:http call), `missing` turns false.
+ * deadline after the span started (a policy rule on a node:http call), `missing` turns false; a
+ * headers bound (`source` `headers`) leaves it true: the rest of the call has no deadline.
  */
-export function recordDeadline(span: ApiSpan, deadline: { readonly at: number; readonly source: DeadlineSource }, lateForClient = false): void {
+export function recordDeadline(span: ApiSpan, deadline: { readonly at: number; readonly source: DeadlineSource }, forClient = false): void {
   span.setAttributes({
     [ATTR_DEADLINE_AT]: isoTime(deadline.at),
     [ATTR_DEADLINE_BUDGET_MS]: Math.max(0, Math.round(deadline.at - Date.now())),
     [ATTR_DEADLINE_SOURCE]: deadline.source,
-    ...(lateForClient ? { [ATTR_DEADLINE_MISSING]: false } : {}),
+    ...(forClient ? { [ATTR_DEADLINE_MISSING]: deadline.source === 'headers' } : {}),
   });
 }
 

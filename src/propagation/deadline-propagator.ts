@@ -41,10 +41,13 @@ export class DeadlinePropagator implements TextMapPropagator {
     this.#inbound = new InboundDeadlines(options);
   }
 
-  inject(ctx: Context, carrier: unknown, setter: TextMapSetter): void {
-    const deadline = deadlineOf(ctx);
-    if (deadline === undefined) return;
-    setter.set(carrier, DEADLINE_HEADER, deadlineHeaderValue(deadline.at));
+  /**
+   * Sets nothing. The header is set by lifeline's clients (undici/fetch, node:http), which know the
+   * host a call goes to (`deadlineHeaderHosts`) and the deadline it got; an instrumentation injects
+   * without a host (undici's into an empty object), so from here it would reach every third party.
+   */
+  inject(_ctx: Context, _carrier: unknown, _setter: TextMapSetter): void {
+    // see above
   }
 
   extract(ctx: Context, carrier: unknown, getter: TextMapGetter): Context {

@@ -29,6 +29,8 @@ export abstract class DeadlineHandler {
   readonly #inner: Handler;
   readonly #at: number;
   readonly #source: DeadlineSource;
+  /** The headers bound: the response head ends it. */
+  readonly #untilHeaders: boolean;
   #timer: DeadlineTimer<DeadlineHandler> | undefined;
   #controller: Controller | undefined;
   #cancelQueued: ((reason: Error) => void) | undefined;
@@ -36,10 +38,11 @@ export abstract class DeadlineHandler {
   /** The caller was already told about the deadline: swallow whatever undici reports later. */
   #reported = false;
 
-  constructor(inner: Handler, at: number, source: DeadlineSource) {
+  constructor(inner: Handler, at: number, source: DeadlineSource, untilHeaders: boolean) {
     this.#inner = inner;
     this.#at = at;
     this.#source = source;
+    this.#untilHeaders = untilHeaders;
   }
 
   /** Arms the deadline timer; call once, right before dispatching. */
@@ -79,6 +82,7 @@ export abstract class DeadlineHandler {
       if (!this.#reported) this.#inner.onRequestUpgrade?.(controller, statusCode, headers, socket);
     },
     onResponseStart(this: DeadlineHandler, controller: Controller, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
+      if (this.#untilHeaders) this.#settle(); // the body, however long, is not bounded
       if (!this.#reported) this.#inner.onResponseStart?.(controller, statusCode, headers, statusMessage);
     },
     onResponseData(this: DeadlineHandler, controller: Controller, chunk: Buffer): void {
@@ -132,7 +136,7 @@ export abstract class DeadlineHandler {
 }
 
 type ShapedHandler = DeadlineHandler & Handler;
-type ShapedClass = new (inner: Handler, at: number, source: DeadlineSource) => ShapedHandler;
+type ShapedClass = new (inner: Handler, at: number, source: DeadlineSource, untilHeaders: boolean) => ShapedHandler;
 
 /** undici's own callbacks, each a bit of the shape key; any other `on*` function is found by a scan. */
 const KNOWN = [
@@ -155,10 +159,11 @@ const byKey = new Map<string, ShapedClass>();
 const inheritedExtras = new WeakMap<object, readonly string[]>();
 
 /**
- * Wraps `handler` so that its request ends at `at`. The wrapper has exactly the callbacks the
- * handler has, so undici sees the same handler shape it would without lifeline.
+ * Wraps `handler` so that its request ends at `at` (`untilHeaders`: unless its response head came
+ * first). The wrapper has exactly the callbacks the handler has, so undici sees the same handler
+ * shape it would without lifeline.
  */
-export function wrapWithDeadline(handler: Handler, at: number, source: DeadlineSource): ShapedHandler {
+export function wrapWithDeadline(handler: Handler, at: number, source: DeadlineSource, untilHeaders = false): ShapedHandler {
   let mask = 0;
   for (let i = 0; i < KNOWN.length; i++) {
     if (typeof (handler as Record<string, unknown>)[KNOWN[i] as string] === 'function') mask |= 1 << i;
@@ -175,7 +180,7 @@ export function wrapWithDeadline(handler: Handler, at: number, source: DeadlineS
       byKey.set(key, Shaped);
     }
   }
-  return new Shaped(handler, at, source);
+  return new Shaped(handler, at, source, untilHeaders);
 }
 
 function shapedClass(mask: number, extras: readonly string[]): ShapedClass {

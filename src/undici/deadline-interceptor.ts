@@ -2,8 +2,9 @@ import { context } from '@opentelemetry/api';
 import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
 import { contextWithDeadline, deadlineOf, DeadlineScope } from '../deadline/index.js';
-import { callDeadline, DeadlinePolicy, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
+import { callDeadline, deadlineHeader, DeadlinePolicy, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
 import { undiciRejects, wrapWithDeadline, type QueuedAbortHook } from './deadline-handler.js';
+import { withDeadlineHeader } from './request-headers.js';
 
 /**
  * undici's dispatch option through which a queued request can be cancelled before it has a
@@ -26,7 +27,9 @@ type DispatchOptions = Dispatcher.DispatchOptions & { [key: symbol]: unknown };
 /**
  * An undici interceptor that aborts every request at the deadline in the OpenTelemetry context
  * (or the policy's, whichever is sooner) — connecting, waiting for headers or streaming the body —
- * with a `DeadlineExceededError`. Requests with no deadline pass through untouched.
+ * with a `DeadlineExceededError`, and sends the deadline as `x-request-timeout-ms` to the hosts of
+ * `deadlineHeaderHosts`. A request nothing bounds waits at most `headersTimeoutMs` for its
+ * response head (unless it set undici's own `headersTimeout`); other requests pass through untouched.
  * @example `new Agent().compose(deadlineInterceptor({ defaultTimeoutMs: 10_000 }))`
  */
 export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispatcher.DispatcherComposeInterceptor {
@@ -37,10 +40,15 @@ export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispat
       const deadline = callDeadline(policy, deadlineOf(active), () => requestAttributes(opts));
       // A handler undici would refuse goes to undici unwrapped: the caller gets its error, not a hang.
       if (deadline === undefined || undiciRejects(handler, opts)) return dispatch(opts, handler);
+      // The caller chose how long this call waits for its head (0: forever): the default steps aside.
+      if (deadline.untilHeaders && opts.headersTimeout != null) return dispatch(opts, handler);
 
       const { at, source } = deadline;
-      const deadlineHandler = wrapWithDeadline(handler, at, source);
-      const dispatchOpts = kQueuedAbort === undefined ? opts : { ...opts, [kQueuedAbort]: chainHooks(deadlineHandler.queuedAbortHook, opts[kQueuedAbort]) };
+      const deadlineHandler = wrapWithDeadline(handler, at, source, deadline.untilHeaders);
+      const header = deadlineHeader(policy, deadline, () => hostOf(opts.origin));
+      const dispatchOpts: DispatchOptions = kQueuedAbort === undefined && header === undefined ? opts : { ...opts };
+      if (kQueuedAbort !== undefined) dispatchOpts[kQueuedAbort] = chainHooks(deadlineHandler.queuedAbortHook, opts[kQueuedAbort]);
+      if (header !== undefined) dispatchOpts.headers = withDeadlineHeader(opts.headers, header);
       deadlineHandler.arm();
       try {
         if (!deadline.fromPolicy) return dispatch(dispatchOpts, deadlineHandler);
@@ -64,6 +72,15 @@ function chainHooks(ours: QueuedAbortHook, theirs: unknown): QueuedAbortHook {
 }
 
 const DEFAULT_PORTS: Readonly<Record<string, number>> = { 'http:': 80, 'https:': 443 };
+
+/** The host name of a dispatch origin (`'::1'` for `http://[::1]:80`), `undefined` when there is none. */
+function hostOf(origin: Dispatcher.DispatchOptions['origin']): string | undefined {
+  if (origin === undefined) return undefined;
+  if (typeof origin !== 'string') return origin.hostname;
+  // An origin is `scheme://host[:port]`: no need to build a URL on every call.
+  const match = /^[a-z][a-z0-9+.-]*:\/\/(\[[^\]]*\]|[^:/?#]*)/i.exec(origin);
+  return match?.[1];
+}
 
 /** The semantic-convention attributes a policy rule can match, from the dispatch options. */
 function requestAttributes(opts: Dispatcher.DispatchOptions): RequestAttributes {

@@ -23,7 +23,7 @@ describe('DeadlinePolicy', () => {
   });
 
   it('reports emptiness and the default', () => {
-    expect(new DeadlinePolicy().empty).toBe(true);
+    expect(new DeadlinePolicy().hasRules).toBe(false);
     expect(new DeadlinePolicy({ defaultTimeoutMs: 7 }).defaultTimeoutMs).toBe(7);
   });
 

@@ -4,7 +4,9 @@ import type * as Grpc from '@grpc/grpc-js';
  * A real gRPC service on loopback (HTTP/2, grpc-js on both sides), messages as JSON:
  * - `Stall` (unary) never answers; `Trickle` (server streaming) sends one message, then stalls;
  * - `Deadline` (unary) answers with the deadline its handler runs under (`currentDeadline()`);
- * - `Hello` (unary) answers at once.
+ * - `Hello` (unary) answers at once;
+ * - `Slow` (unary) answers after `request.ms`; `Later` (server streaming) sends one message after
+ *   `request.ms`, then ends; `Metadata` (unary) answers with the request metadata it received.
  * grpc-js is passed in, loaded after the SDK started, as a service under register mode loads it.
  */
 export interface GrpcService {
@@ -25,6 +27,9 @@ const definition = {
   Trickle: { path: '/lifeline.Test/Trickle', requestStream: false, responseStream: true, ...json },
   Deadline: { path: '/lifeline.Test/Deadline', requestStream: false, responseStream: false, ...json },
   Hello: { path: '/lifeline.Test/Hello', requestStream: false, responseStream: false, ...json },
+  Slow: { path: '/lifeline.Test/Slow', requestStream: false, responseStream: false, ...json },
+  Later: { path: '/lifeline.Test/Later', requestStream: false, responseStream: true, ...json },
+  Metadata: { path: '/lifeline.Test/Metadata', requestStream: false, responseStream: false, ...json },
 };
 
 export async function startGrpcService(grpc: typeof Grpc, currentDeadline: () => { at: number; source: string } | undefined): Promise<GrpcService> {
@@ -42,6 +47,26 @@ export async function startGrpcService(grpc: typeof Grpc, currentDeadline: () =>
     },
     Hello: (_call: unknown, callback: Grpc.sendUnaryData<unknown>) => {
       callback(null, { hello: 'world' });
+    },
+    Slow: (call: Grpc.ServerUnaryCall<{ ms: number }, unknown>, callback: Grpc.sendUnaryData<unknown>) => {
+      const timer = setTimeout(() => {
+        callback(null, { slow: true });
+      }, call.request.ms);
+      call.on('cancelled', () => {
+        clearTimeout(timer);
+      });
+    },
+    Later: (call: Grpc.ServerWritableStream<{ ms: number }, unknown>) => {
+      const timer = setTimeout(() => {
+        call.write({ n: 1 });
+        call.end();
+      }, call.request.ms);
+      call.on('cancelled', () => {
+        clearTimeout(timer);
+      });
+    },
+    Metadata: (call: Grpc.ServerUnaryCall<unknown, unknown>, callback: Grpc.sendUnaryData<unknown>) => {
+      callback(null, call.metadata.getMap());
     },
   });
   const port = await new Promise<number>((resolve, reject) => {

@@ -109,3 +109,41 @@ export async function stallsHandshake(): Promise<TestServer> {
       }),
   };
 }
+
+/** Thinks for `ms` before it says anything, then answers `ok`: a slow upstream that does answer. */
+export function answersAfter(ms: number) {
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    const timer = setTimeout(() => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok'), ms);
+    req.socket.on('close', () => {
+      clearTimeout(timer);
+    });
+  };
+}
+
+/** Sends its head at once, then streams the body for `ms` (a chunk every 20 ms) and ends it with `end`. */
+export function streamsFor(ms: number) {
+  return (req: IncomingMessage, res: ServerResponse): void => {
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    const started = Date.now();
+    const timer = setInterval(() => {
+      if (Date.now() - started < ms) {
+        res.write('.');
+        return;
+      }
+      clearInterval(timer);
+      res.end('end');
+    }, 20);
+    req.socket.on('close', () => {
+      clearInterval(timer);
+    });
+  };
+}
+
+/**
+ * A DNS lookup that resolves every name to 127.0.0.1, for `http.Agent({ lookup })` and undici's
+ * `connect: { lookup }`: a call to `api.example.com` reaches a loopback test server under that name.
+ */
+export function loopbackLookup(_hostname: string, options: { all?: boolean }, callback: (...args: unknown[]) => void): void {
+  if (options.all === true) callback(null, [{ address: '127.0.0.1', family: 4 }]);
+  else callback(null, '127.0.0.1', 4);
+}

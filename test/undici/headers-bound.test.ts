@@ -1,0 +1,148 @@
+import { propagation } from '@opentelemetry/api';
+import type { IncomingHttpHeaders } from 'node:http';
+import { Writable } from 'node:stream';
+import * as undici from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DeadlineExceededError, DeadlinePropagator, installDeadlineDispatcher, isDeadlineExceeded, withTimeout, type InstalledDeadlineDispatcher } from '../../src/index.js';
+import { answersAfter, loopbackLookup, neverAnswers, serve, streamsFor, type TestServer } from '../support/servers.js';
+
+/**
+ * The headers bound and the deadline header on undici's path (Node's fetch, undici's fetch,
+ * request and stream), through the global dispatcher, against real loopback servers. Every name
+ * resolves to 127.0.0.1 (the dispatcher's `lookup`), so `service.example.com` is a real call to a
+ * host that is not internal.
+ */
+const BOUND_MS = 300;
+const SLOW_MS = BOUND_MS * 3;
+
+type Call = (url: string) => Promise<string>;
+const CLIENTS: Record<string, Call> = {
+  'global fetch': async (url) => (await fetch(url)).text(),
+  'undici.fetch': async (url) => (await undici.fetch(url)).text(),
+  'undici.request': async (url) => (await undici.request(url)).body.text(),
+  'undici.stream': async (url) => {
+    let body = '';
+    await undici.stream(url, { method: 'GET' }, () => new Writable({ write: (chunk: Buffer, _encoding, done) => { body += chunk.toString(); done(); } }));
+    return body;
+  },
+};
+
+let installed: InstalledDeadlineDispatcher;
+const servers: Record<string, TestServer> = {};
+/** Headers of each request the recording server saw, by path. */
+const seen = new Map<string, IncomingHttpHeaders>();
+beforeAll(async () => {
+  propagation.setGlobalPropagator(new DeadlinePropagator());
+  installed = installDeadlineDispatcher({
+    dispatcher: new undici.Agent({ connect: { lookup: loopbackLookup as never } }),
+    headersTimeoutMs: BOUND_MS,
+    policy: [{ match: { 'url.path': '/ruled' }, timeoutMs: 10_000 }],
+  });
+  servers.silent = await serve(neverAnswers);
+  servers.slow = await serve(answersAfter(SLOW_MS));
+  servers.stream = await serve(streamsFor(SLOW_MS));
+  servers.recording = await serve((req, res) => {
+    seen.set(req.url ?? '', req.headers);
+    res.end('ok');
+  });
+});
+afterAll(async () => {
+  installed.uninstall();
+  propagation.disable();
+  await Promise.all(Object.values(servers).map((s) => s.close()));
+});
+
+const url = (server: string, path: string, host = '127.0.0.1') => `http://${host}:${String(servers[server]?.port)}${path}`;
+
+/** The DeadlineExceededError in `error`'s cause chain. */
+function deadlineError(error: unknown): DeadlineExceededError | undefined {
+  for (let e = error; e instanceof Error; e = e.cause) if (e instanceof DeadlineExceededError) return e;
+  return undefined;
+}
+
+describe.each(Object.entries(CLIENTS))('%s, nothing else bounding the call', (client, call) => {
+  const name = client.replace(/\W/g, '-'); // a path segment
+  it('a server that never sends its head: cut at the headers bound, as a deadline', async () => {
+    const started = Date.now();
+    const error = await call(url('silent', `/${name}`)).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    const elapsed = Date.now() - started;
+    expect(isDeadlineExceeded(error), String(error)).toBe(true);
+    expect(deadlineError(error)?.source).toBe('headers');
+    expect(elapsed).toBeGreaterThanOrEqual(BOUND_MS);
+    expect(elapsed).toBeLessThan(BOUND_MS + 2_000); // only proves the bound, not its precision
+  });
+
+  it('a head at once, then a body streamed past the bound: not cut', async () => {
+    const body = await call(url('stream', `/${name}`));
+    expect(body.endsWith('end')).toBe(true);
+  });
+
+  it('a context deadline, however long, replaces the bound', async () => {
+    expect(await withTimeout(10_000, () => call(url('slow', `/${name}`)))).toBe('ok');
+  });
+
+  it('a matching policy rule replaces the bound', async () => {
+    expect(await call(url('slow', '/ruled'))).toBe('ok');
+  });
+
+  it('sends x-request-timeout-ms to internal hosts only, and never for the headers bound', async () => {
+    await withTimeout(5_000, () => call(url('recording', `/${name}/ip`)));
+    await withTimeout(5_000, () => call(url('recording', `/${name}/localhost`, 'localhost')));
+    await withTimeout(5_000, () => call(url('recording', `/${name}/public`, 'service.example.com')));
+    await call(url('recording', `/${name}/unbounded`));
+    await call(url('recording', '/ruled'));
+    for (const path of ['ip', 'localhost']) {
+      const budget = Number(seen.get(`/${name}/${path}`)?.['x-request-timeout-ms']);
+      expect(budget, path).toBeGreaterThan(3_000);
+      expect(budget, path).toBeLessThanOrEqual(5_000);
+    }
+    expect(seen.get(`/${name}/public`)?.host).toBe(`service.example.com:${String(servers.recording?.port)}`);
+    expect(seen.get(`/${name}/public`)?.['x-request-timeout-ms']).toBeUndefined();
+    expect(seen.get(`/${name}/unbounded`)?.['x-request-timeout-ms']).toBeUndefined();
+    // A rule's deadline is the one the callee hears of, not the context's (there is none).
+    expect(Number(seen.get('/ruled')?.['x-request-timeout-ms'])).toBeGreaterThan(8_000);
+  });
+});
+
+describe('undici.request options', () => {
+  it("the caller's own headersTimeout replaces the bound", async () => {
+    const { body } = await undici.request(url('slow', '/own'), { headersTimeout: 10_000 });
+    expect(await body.text()).toBe('ok');
+  });
+
+  const shapes: [string, () => unknown][] = [
+    ['an object', () => ({ 'x-mine': 'a', 'X-Request-Timeout-Ms': '999999' })],
+    ['a flat array', () => ['x-mine', 'a', 'x-request-timeout-ms', '999999']],
+    ['a Map', () => new Map([['x-mine', 'a'], ['x-request-timeout-ms', '999999']])],
+    ['a Headers', () => new undici.Headers({ 'x-mine': 'a', 'x-request-timeout-ms': '999999' })],
+    [
+      'a generator of pairs',
+      () =>
+        (function* () {
+          yield ['x-mine', 'a'];
+          yield ['x-request-timeout-ms', '999999'];
+        })(),
+    ],
+  ];
+  it.each(shapes)("headers as %s: the caller's headers arrive, one deadline header replaces theirs, their object is unchanged", async (shape, make) => {
+    const headers = make();
+    const before = headers instanceof Map ? [...headers] : JSON.stringify(headers);
+    const path = `/shape/${shape.replace(/ /g, '-')}`;
+    const { body } = await withTimeout(5_000, () => undici.request(url('recording', path), { headers: headers as never }));
+    expect(await body.text()).toBe('ok');
+    const got = seen.get(path);
+    expect(got?.['x-mine']).toBe('a');
+    expect(got?.['x-request-timeout-ms']).toMatch(/^\d+$/);
+    expect(Number(got?.['x-request-timeout-ms'])).toBeLessThanOrEqual(5_000);
+    expect(headers instanceof Map ? [...headers] : JSON.stringify(headers)).toEqual(before);
+  });
+
+  it("headers undici refuses still fail with undici's own error", async () => {
+    const error = await withTimeout(5_000, () => undici.request(url('recording', '/odd'), { headers: ['x-mine'] as never })).catch((e: unknown) => e);
+    expect((error as { code?: string }).code).toBe('UND_ERR_INVALID_ARG');
+    expect(seen.has('/odd')).toBe(false);
+  });
+});
