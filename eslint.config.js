@@ -40,4 +40,10 @@ export default tseslint.config(
     languageOptions: { sourceType: 'commonjs', globals: { ...globals.node, ...globals.jest } },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
+  {
+    // The CommonJS fixture service with the auto-instrumentations (Express, winston).
+    files: ['test/fixtures/services/cjs-express-winston-auto/**/*.js'],
+    languageOptions: { sourceType: 'commonjs', globals: globals.node },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
 );
