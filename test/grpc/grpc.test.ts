@@ -1,5 +1,4 @@
 import type * as Grpc from '@grpc/grpc-js';
-import { SpanKind } from '@opentelemetry/api';
 import { createRequire } from 'node:module';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,6 +6,7 @@ import { currentDeadline, Health, isDeadlineExceeded, withTimeout } from '../../
 import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
 import { lateness } from '../support/clients.js';
 import { stallsHandshake } from '../support/servers.js';
+import { endedClientSpan } from '../support/tracing.js';
 import { serverStream, startGrpcService, unary, type GrpcService } from '../support/grpc.js';
 
 /**
@@ -34,15 +34,8 @@ afterAll(async () => {
   await lifeline.shutdown();
 });
 
-/** The gRPC client span, once it has ended (a few turns after the caller's error). */
-async function grpcClientSpan(method: string) {
-  for (let turn = 0; turn < 50; turn++) {
-    const span = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.CLIENT && s.attributes['rpc.system'] === 'grpc' && s.attributes['rpc.method'] === method);
-    if (span !== undefined) return span;
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  return undefined;
-}
+/** The gRPC client span of `method`, once it has ended. */
+const grpcClientSpan = (method: string) => endedClientSpan(() => exporter.getFinishedSpans(), (s) => s.attributes['rpc.system'] === 'grpc' && s.attributes['rpc.method'] === method);
 
 describe('gRPC clients (grpc-js) under a deadline', () => {
   it.each([

@@ -1,11 +1,11 @@
 import type * as Grpc from '@grpc/grpc-js';
-import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { currentDeadline, Health, isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
 import { serverStream, startGrpcService, unary, type GrpcService } from '../support/grpc.js';
+import { endedClientSpan } from '../support/tracing.js';
 
 /**
  * The headers bound on @grpc/grpc-js clients under startLifeline, against a real gRPC server on
@@ -42,14 +42,7 @@ afterAll(async () => {
 });
 
 /** The gRPC client span of `method`, once it has ended. */
-async function grpcClientSpan(method: string) {
-  for (let turn = 0; turn < 50; turn++) {
-    const span = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.CLIENT && s.attributes['rpc.system'] === 'grpc' && s.attributes['rpc.method'] === method);
-    if (span !== undefined) return span;
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  return undefined;
-}
+const grpcClientSpan = (method: string) => endedClientSpan(() => exporter.getFinishedSpans(), (s) => s.attributes['rpc.system'] === 'grpc' && s.attributes['rpc.method'] === method);
 
 describe('gRPC unary calls nothing else bounds', () => {
   it('no response: DEADLINE_EXCEEDED at the headers bound, recognised, on the client span with source headers', async () => {

@@ -1,4 +1,4 @@
-import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { SpanStatusCode } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { createHook } from 'node:async_hooks';
 import { createRequire } from 'node:module';
@@ -9,6 +9,7 @@ import { Health, isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
 import { lateness, type Client } from '../support/clients.js';
 import { answersOk, neverAnswers, selfSignedCertificate, serve, serveTls, stallsBody, stallsHandshake, type TestServer } from '../support/servers.js';
+import { endedClientSpan } from '../support/tracing.js';
 
 /**
  * Every HTTP client a Node service uses, against real loopback servers that stall in each phase,
@@ -65,14 +66,7 @@ afterAll(async () => {
 const underDeadline = (call: () => Promise<unknown>) => lateness(DEADLINE_MS, call);
 
 /** The client span of the call to `port`, once it has ended. */
-async function clientSpan(port: number) {
-  for (let turn = 0; turn < 50; turn++) {
-    const span = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.CLIENT && s.attributes['server.port'] === port);
-    if (span !== undefined) return span;
-    await new Promise((resolve) => setImmediate(resolve)); // the span ends a few turns after the caller's error
-  }
-  return undefined;
-}
+const clientSpan = (port: number | undefined) => endedClientSpan(() => exporter.getFinishedSpans(), (s) => s.attributes['server.port'] === port);
 
 const HTTPS_CLIENTS = NODE_HTTP_CLIENTS; // fetch and undici.request cannot trust a self-signed CA without a dispatcher of their own
 const cases: [client: string, phase: string, server: string, path: string][] = [

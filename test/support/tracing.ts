@@ -1,3 +1,4 @@
+import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan, type SpanProcessor } from '@opentelemetry/sdk-trace';
 
 /** A real SDK tracer provider whose ended spans land in memory, for span-shape assertions. */
@@ -17,4 +18,14 @@ export function blockEventLoop(ms: number): void {
   while (Date.now() < until) {
     // spin
   }
+}
+
+/** The first ended client span that `match` accepts, waiting some turns for it (a span ends a few turns after the caller's result). */
+export async function endedClientSpan(spans: () => ReadableSpan[], match: (span: ReadableSpan) => boolean): Promise<ReadableSpan | undefined> {
+  for (let turn = 0; turn < 50; turn++) {
+    const span = spans().find((s) => s.kind === SpanKind.CLIENT && match(s));
+    if (span !== undefined) return span;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return undefined;
 }
