@@ -19,6 +19,8 @@ export interface EnvConfig {
   autoInstrumentations: boolean;
   /** `LIFELINE_HEADERS_TIMEOUT_MS`: the bound on calls nothing else bounds, until their response headers; 0 = none. */
   headersTimeoutMs: number;
+  /** `LIFELINE_DEADLINE_HEADER_HOSTS`: the hosts told of a call's deadline (`deadlineHeaderHosts`). */
+  deadlineHeaderHosts?: 'internal' | 'all' | 'none' | string[];
 }
 
 /** Register mode's bound on calls nothing else bounds: connect, send, and wait for the response headers. */
@@ -44,10 +46,12 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
   const esmHook = oneOfEnv(env, 'LIFELINE_ESM_HOOK', SWITCH) ?? 'on';
   const autoInstrumentations = oneOfEnv(env, 'LIFELINE_AUTO_INSTRUMENTATIONS', SWITCH) ?? 'on';
   const headersTimeoutMs = integer(env, 'LIFELINE_HEADERS_TIMEOUT_MS', 0, 86_400_000) ?? DEFAULT_HEADERS_TIMEOUT_MS;
+  const deadlineHeaderHosts = headerHostsFromEnv(env, 'LIFELINE_DEADLINE_HEADER_HOSTS');
   return {
     esmHook: esmHook === 'on',
     autoInstrumentations: autoInstrumentations === 'on',
     headersTimeoutMs,
+    ...(deadlineHeaderHosts === undefined ? {} : { deadlineHeaderHosts }),
     probe: port === 0 ? false : { ...(port === undefined ? {} : { port }), ...(probeHost === undefined ? {} : { host: probeHost }) },
     ...(healthIntervalMs === undefined ? {} : { healthIntervalMs }),
     ...(defaultTimeoutMs === undefined ? {} : { defaultTimeoutMs }),
@@ -64,6 +68,16 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
  */
 export function healthIntervalFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
   return integer(env, 'LIFELINE_HEALTH_INTERVAL_MS', 1, 86_400_000);
+}
+
+/** `internal`, `all`, `none`, or a comma-separated list of host names, `.suffix`es and `internal`. */
+function headerHostsFromEnv(env: NodeJS.ProcessEnv, name: string): EnvConfig['deadlineHeaderHosts'] {
+  const value = raw(env, name);
+  if (value === undefined || value === 'internal' || value === 'all' || value === 'none') return value;
+  const entries = value.split(',').map((entry) => entry.trim().toLowerCase());
+  const bad = entries.find((entry) => !/^\.?[a-z0-9_-]+(\.[a-z0-9_-]+)*$/.test(entry));
+  if (bad !== undefined) throw invalidEnv(name, value, `internal, all, none, or comma-separated host names and .suffixes (${JSON.stringify(bad)} is neither)`);
+  return entries;
 }
 
 function raw(env: NodeJS.ProcessEnv, name: string): string | undefined {

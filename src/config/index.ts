@@ -1,1 +1,1 @@
-export { healthIntervalFromEnv, readEnvConfig, type EnvConfig } from './env-config.js';
+export { DEFAULT_HEADERS_TIMEOUT_MS, healthIntervalFromEnv, readEnvConfig, type EnvConfig } from './env-config.js';

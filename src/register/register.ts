@@ -37,7 +37,11 @@ async function start(): Promise<void> {
     await startLifeline({
       // A port nobody chose may be taken by a sibling process (test runners, workers): warn, go on.
       probe: config.probe === false ? false : { ...config.probe, whenPortBusy: config.probe.port === undefined ? 'warn' : 'fail' },
-      ...(config.defaultTimeoutMs === undefined ? {} : { deadlines: { defaultTimeoutMs: config.defaultTimeoutMs } }),
+      deadlines: {
+        headersTimeoutMs: config.headersTimeoutMs,
+        ...(config.defaultTimeoutMs === undefined ? {} : { defaultTimeoutMs: config.defaultTimeoutMs }),
+        ...(config.deadlineHeaderHosts === undefined ? {} : { deadlineHeaderHosts: config.deadlineHeaderHosts }),
+      },
       propagation: {
         ...(config.inboundDeadlines === undefined ? {} : { trustInbound: config.inboundDeadlines }),
         ...(config.minInboundMs === undefined ? {} : { minInboundMs: config.minInboundMs }),

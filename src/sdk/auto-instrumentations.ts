@@ -1,6 +1,4 @@
 import type { Instrumentation } from '@opentelemetry/instrumentation';
-import type { HttpInstrumentationConfig } from '@opentelemetry/instrumentation-http';
-import type { UndiciInstrumentationConfig } from '@opentelemetry/instrumentation-undici';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -8,7 +6,7 @@ import { LifelineError } from '../index.js';
 
 const PACKAGE = '@opentelemetry/auto-instrumentations-node';
 
-interface AutoInstrumentationsPackage {
+export interface AutoInstrumentationsPackage {
   getNodeAutoInstrumentations(configs: Record<string, object>): Instrumentation[];
 }
 
@@ -33,18 +31,12 @@ async function load(): Promise<AutoInstrumentationsPackage | undefined> {
 }
 
 /**
- * `getNodeAutoInstrumentations()` of the app's copy of the auto-instrumentations package, with
- * lifeline's http and undici settings; `undefined` when the app does not have it and `required` is
- * false. The package reads `OTEL_NODE_ENABLED_INSTRUMENTATIONS` / `OTEL_NODE_DISABLED_INSTRUMENTATIONS`.
+ * The app's copy of the auto-instrumentations package; `undefined` when the app does not have it
+ * and `required` is false. Its `getNodeAutoInstrumentations` reads
+ * `OTEL_NODE_ENABLED_INSTRUMENTATIONS` / `OTEL_NODE_DISABLED_INSTRUMENTATIONS` itself.
  */
-export async function autoInstrumentations(http: HttpInstrumentationConfig, undici: UndiciInstrumentationConfig, required: boolean): Promise<Instrumentation[] | undefined> {
+export async function autoInstrumentations(required: boolean): Promise<AutoInstrumentationsPackage | undefined> {
   const loaded = await load();
-  if (loaded === undefined) {
-    if (!required) return undefined;
-    throw new LifelineError('ERR_INVALID_OPTION', `autoInstrumentations: true, but ${PACKAGE} is not installed where the app can import it (npm install ${PACKAGE})`);
-  }
-  return loaded.getNodeAutoInstrumentations({
-    '@opentelemetry/instrumentation-http': http,
-    '@opentelemetry/instrumentation-undici': undici,
-  });
+  if (loaded === undefined && required) throw new LifelineError('ERR_INVALID_OPTION', `autoInstrumentations: true, but ${PACKAGE} is not installed where the app can import it (npm install ${PACKAGE})`);
+  return loaded;
 }

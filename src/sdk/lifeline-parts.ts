@@ -3,9 +3,11 @@ import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } 
 import type { Instrumentation } from '@opentelemetry/instrumentation';
 import type { HttpInstrumentationConfig } from '@opentelemetry/instrumentation-http';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace';
-import { createRequire } from 'node:module';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
+import { DEFAULT_HEADERS_TIMEOUT_MS } from '../config/index.js';
 import { invalidOption, oneOf } from '../errors/index.js';
 import { policyDeadlineOf } from '../http/index.js';
+import { DeadlinePolicy } from '../policy/index.js';
 import { installInboundTrust } from '../inbound/index.js';
 import { defaultLogger } from '../log/index.js';
 import { recordDeadline } from '../processors/index.js';
@@ -50,7 +52,8 @@ export interface LifelinePartsOptions {
   logger?: Logger;
   /**
    * Deadline policy of every outgoing call — Node's `fetch` and undici (the global dispatcher),
-   * node:http/https (axios, got, …) and gRPC — or `false` to bound none of them.
+   * node:http/https (axios, got, …) and gRPC — or `false` to bound none of them. `headersTimeoutMs`
+   * defaults to 60 000 here (0 turns it off).
    */
   deadlines?: false | DeadlineDispatcherOptions;
   /** Options of the inbound/outbound deadline header. */
@@ -134,9 +137,19 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
     ...(redact === undefined ? {} : { redact }),
   });
   const diagnostics = new Diagnostics({ ...verdicts, inFlight, ...(options.logger === undefined ? {} : { logger: options.logger }) });
-  const { dispatcher: _given, ...deadlinePolicy } = options.deadlines === false ? {} : (options.deadlines ?? {});
-  const grpcDeadlines =
-    options.deadlines === false ? undefined : new GrpcDeadlineInstrumentation({ ...deadlinePolicy, ...options.propagation });
+  // A call nothing else bounds still gets its response head within a minute (0 turns it off).
+  const deadlines = options.deadlines === false ? false : { headersTimeoutMs: DEFAULT_HEADERS_TIMEOUT_MS, ...options.deadlines };
+  const { dispatcher: _given, ...deadlinePolicy } = deadlines === false ? {} : deadlines;
+  new DeadlinePolicy(deadlinePolicy); // a bad policy throws here, not when the instrumentations are made
+  // Made when first asked for, beside the SDK's other instrumentations: an instrumentation made
+  // early installs OpenTelemetry's require hook, and core modules required between then and the
+  // making of the others (http, say) would be passed over for good.
+  let grpcDeadlines: GrpcDeadlineInstrumentation | undefined;
+  const instrumentations = (): Instrumentation[] => {
+    if (deadlines === false) return [];
+    grpcDeadlines ??= new GrpcDeadlineInstrumentation({ ...deadlinePolicy, ...options.propagation });
+    return [grpcDeadlines];
+  };
   let probePort: number | undefined;
   let started = false;
 
@@ -145,7 +158,9 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
     propagator: new CompositePropagator({
       propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator(), new DeadlinePropagator(options.propagation)],
     }),
-    instrumentations: grpcDeadlines === undefined ? [] : [grpcDeadlines],
+    get instrumentations() {
+      return instrumentations();
+    },
     httpConfig: (config = {}) => ({
       ...config,
       requestHook: (span, request) => {
@@ -165,11 +180,12 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       let dispatcher: InstalledDeadlineDispatcher | undefined;
       let httpDeadlines: InstalledHttpDeadlines | undefined;
       let probe: ProbeServer | undefined;
+      syncBuiltinViews();
       // Whose inbound deadlines are obeyed is judged by the caller's address, recorded per request.
       const inboundTrust = installInboundTrust();
       try {
-        if (options.deadlines !== false) {
-          dispatcher = installDeadlineDispatcher(options.deadlines);
+        if (deadlines !== false) {
+          dispatcher = installDeadlineDispatcher(deadlines);
           httpDeadlines = installHttpDeadlines(deadlinePolicy);
         }
         probe = options.probe === false ? undefined : await probeServer(options.probe ?? {}, health, options.logger);
@@ -246,6 +262,18 @@ export function lifelineParts(options: LifelinePartsOptions = {}): LifelineParts
 }
 
 let running = false;
+
+/**
+ * An ES module that imported `node:http` before the SDK started (the SDK's own dependencies do)
+ * fixed the module's named exports then; an app importing `{ request }` later would get that
+ * unpatched view. Requiring the modules lets OpenTelemetry's require hook patch them now, and
+ * `syncBuiltinESMExports` brings every ES module view of them up to date.
+ */
+function syncBuiltinViews(): void {
+  const require = createRequire(import.meta.url);
+  for (const name of ['http', 'https']) require(name);
+  syncBuiltinESMExports();
+}
 
 async function probeServer(options: NonNullable<Exclude<LifelinePartsOptions['probe'], false>>, health: Health, logger: Logger | undefined): Promise<ProbeServer | undefined> {
   const { whenPortBusy = 'fail', ...rest } = options;

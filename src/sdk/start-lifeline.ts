@@ -63,11 +63,13 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
   // The SDK is made after the parts (it needs their processors), and stopped by their shutdown.
   const owned: { sdk?: { shutdown(): Promise<void> } } = {};
   const parts = assembleParts(options, () => owned.sdk?.shutdown() ?? Promise.resolve());
-  const [{ NodeSDK }, instrumentations, spanProcessors] = await Promise.all([import('@opentelemetry/sdk-node'), instrumentationsOf(options, parts), exportingProcessors(options)]);
+  // Every module first, then every instrumentation at once: see lifelineParts' instrumentations.
+  const [{ NodeSDK }, makeInstrumentations, spanProcessors] = await Promise.all([import('@opentelemetry/sdk-node'), instrumentationsOf(options), exportingProcessors(options)]);
+  const instrumentations = [...parts.instrumentations, ...makeInstrumentations(parts), ...(options.instrumentations ?? [])];
   const config: Partial<NodeSDKConfiguration> = {
     spanProcessors: [...parts.spanProcessors, ...spanProcessors],
     textMapPropagator: parts.propagator,
-    instrumentations: [...parts.instrumentations, ...instrumentations, ...(options.instrumentations ?? [])],
+    instrumentations,
     // Logs and metrics stay off unless their exporters are asked for: lifeline is about traces.
     ...(process.env.OTEL_LOGS_EXPORTER === undefined ? { logRecordProcessors: [] } : {}),
     ...(process.env.OTEL_METRICS_EXPORTER === undefined ? { metricReaders: [] } : {}),
@@ -75,7 +77,7 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
   };
   const sdk = new NodeSDK(config);
   sdk.start();
-  if (options.esmHook) await installEsmHook(instrumentedModules(config.instrumentations?.flat() ?? []));
+  if (options.esmHook) await installEsmHook(instrumentedModules(instrumentations));
   owned.sdk = sdk;
   try {
     return await parts.start();
@@ -85,18 +87,21 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
   }
 }
 
-/** lifeline's instrumentations, or the auto-instrumentations configured with lifeline's hooks. */
-async function instrumentationsOf(options: LifelineOptions, parts: LifelineParts): Promise<Instrumentation[]> {
+/**
+ * Loads lifeline's instrumentations, or the auto-instrumentations, and returns what makes them
+ * (configured with lifeline's hooks) without loading anything more.
+ */
+async function instrumentationsOf(options: LifelineOptions): Promise<(parts: LifelineParts) => Instrumentation[]> {
   if (options.autoInstrumentations) {
-    const auto = await autoInstrumentations(parts.httpConfig(options.http), options.undici ?? {}, options.autoInstrumentations === true);
-    if (auto !== undefined) return auto;
+    const auto = await autoInstrumentations(options.autoInstrumentations === true);
+    if (auto !== undefined) return (parts) => auto.getNodeAutoInstrumentations({ '@opentelemetry/instrumentation-http': parts.httpConfig(options.http), '@opentelemetry/instrumentation-undici': options.undici ?? {} });
   }
   const [{ GrpcInstrumentation }, { UndiciInstrumentation }, { PinoInstrumentation }] = await Promise.all([
     import('@opentelemetry/instrumentation-grpc'),
     import('@opentelemetry/instrumentation-undici'),
     import('@opentelemetry/instrumentation-pino'),
   ]);
-  return [
+  return (parts) => [
     new GrpcInstrumentation(), // after lifeline's gRPC deadlines (parts.instrumentations), so deadlines reach handlers it wraps
     new UndiciInstrumentation(options.undici),
     new HttpInstrumentation(parts.httpConfig(options.http)),

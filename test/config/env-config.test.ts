@@ -4,7 +4,7 @@ import { LifelineError } from '../../src/index.js';
 
 describe('readEnvConfig (SPEC §10)', () => {
   it('defaults when nothing is set', () => {
-    expect(readEnvConfig({})).toEqual({ probe: {} });
+    expect(readEnvConfig({})).toEqual({ probe: {}, esmHook: true, autoInstrumentations: true, headersTimeoutMs: 60_000 });
   });
 
   it('reads every variable', () => {
@@ -16,8 +16,23 @@ describe('readEnvConfig (SPEC §10)', () => {
         LIFELINE_DEFAULT_TIMEOUT_MS: '2500',
         LIFELINE_DIAGNOSTICS_LOG: 'info',
         LIFELINE_LOG_LEVEL: 'debug',
+        LIFELINE_ESM_HOOK: 'off',
+        LIFELINE_AUTO_INSTRUMENTATIONS: 'off',
+        LIFELINE_HEADERS_TIMEOUT_MS: '0',
+        LIFELINE_DEADLINE_HEADER_HOSTS: 'internal, .Corp.example.com,billing',
       }),
-    ).toEqual({ probe: { port: 9000, host: '0.0.0.0' }, healthIntervalMs: 500, defaultTimeoutMs: 2500, diagnosticsLog: 'info', logLevel: 'debug' });
+    ).toEqual({
+      probe: { port: 9000, host: '0.0.0.0' },
+      healthIntervalMs: 500,
+      defaultTimeoutMs: 2500,
+      diagnosticsLog: 'info',
+      logLevel: 'debug',
+      esmHook: false,
+      autoInstrumentations: false,
+      headersTimeoutMs: 0,
+      deadlineHeaderHosts: ['internal', '.corp.example.com', 'billing'],
+    });
+    expect(readEnvConfig({ LIFELINE_DEADLINE_HEADER_HOSTS: 'none' }).deadlineHeaderHosts).toBe('none');
   });
 
   it('LIFELINE_PROBE_PORT=0 disables the probe server', () => {
@@ -33,6 +48,11 @@ describe('readEnvConfig (SPEC §10)', () => {
     ['LIFELINE_HEALTH_INTERVAL_MS', '1e3'],
     ['LIFELINE_HEALTH_INTERVAL_MS', '15s'],
     ['LIFELINE_LOG_LEVEL', 'loud'],
+    ['LIFELINE_ESM_HOOK', 'yes'],
+    ['LIFELINE_AUTO_INSTRUMENTATIONS', 'true'],
+    ['LIFELINE_HEADERS_TIMEOUT_MS', '60s'],
+    ['LIFELINE_DEADLINE_HEADER_HOSTS', 'https://api.example.com'],
+    ['LIFELINE_DEADLINE_HEADER_HOSTS', 'a..b'],
     ['LIFELINE_DEFAULT_TIMEOUT_MS', '-1'],
     ['LIFELINE_DIAGNOSTICS_LOG', 'verbose'],
   ])('%s=%s is rejected naming the variable and the value', (name, value) => {

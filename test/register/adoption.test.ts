@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { freePort, runNode } from '../support/node.js';
+import { neverAnswers, serve } from '../support/servers.js';
 import { startService } from '../support/service.js';
 
 const SERVER = 2;
@@ -17,6 +18,14 @@ beforeAll(async () => {
 afterAll(async () => {
   await receiver.close();
 });
+
+const output = new Map<string, string>();
+
+/** The app's pino line, parsed. */
+function logLine(service: string): Record<string, unknown> {
+  const line = (output.get(service) ?? '').split('\n').find((l) => l.includes('calling upstream'));
+  return JSON.parse(line ?? '{}') as Record<string, unknown>;
+}
 
 /**
  * Starts test/fixtures/esm-client-app.mjs under register mode, has it call itself once over HTTP
@@ -34,6 +43,7 @@ async function spansOfOneCall(service: string, env: NodeJS.ProcessEnv): Promise<
       expect(await res.text()).toBe('200');
     }
     await app.stop(); // SIGTERM: lifeline flushes before the process ends
+    output.set(service, app.stdout());
     return receiver.spans.filter((s) => s.service === service);
   } finally {
     await app.stop();
@@ -41,13 +51,16 @@ async function spansOfOneCall(service: string, env: NodeJS.ProcessEnv): Promise<
 }
 
 describe('register mode in a service as it is', () => {
-  it('the ES module hook lets the http instrumentation see `import { createServer, request } from "node:http"`; LIFELINE_ESM_HOOK=off turns it off', async () => {
+  it('ESM apps: `import { request } from "node:http"` is instrumented; the loader hook lets pino (a CommonJS package imported from ESM) carry trace ids; LIFELINE_ESM_HOOK=off turns only that off', async () => {
     const withHook = await spansOfOneCall('hook-on', {});
-    expect(withHook.filter((s) => s.kind === CLIENT).map((s) => s.name)).toEqual(['GET']);
+    const client = withHook.find((s) => s.kind === CLIENT);
+    expect(client?.name).toBe('GET');
     expect(withHook.filter((s) => s.kind === SERVER)).toHaveLength(3); // /call, the call it made, /tcp
-    // Without the hook, bindings imported by name before lifeline ran are the unpatched ones.
+    expect(logLine('hook-on')).toMatchObject({ msg: 'calling upstream', trace_id: client?.traceId });
     const without = await spansOfOneCall('hook-off', { LIFELINE_ESM_HOOK: 'off' });
-    expect(without).toEqual([]);
+    expect(without.filter((s) => s.kind === CLIENT).map((s) => s.name)).toEqual(['GET']); // builtins need no hook
+    expect(logLine('hook-off')).toMatchObject({ msg: 'calling upstream' });
+    expect(logLine('hook-off')).not.toHaveProperty('trace_id');
   });
 
   it("uses the app's @opentelemetry/auto-instrumentations-node when installed, honouring OTEL_NODE_ENABLED_INSTRUMENTATIONS; LIFELINE_AUTO_INSTRUMENTATIONS=off keeps lifeline's own", async () => {
@@ -59,6 +72,28 @@ describe('register mode in a service as it is', () => {
     expect(onlyHttp.filter((s) => s.kind === CLIENT).map((s) => s.name)).toEqual(['GET']);
     const own = await spansOfOneCall('auto-off', { LIFELINE_AUTO_INSTRUMENTATIONS: 'off' });
     expect(own.map((s) => s.name)).not.toContain('tcp.connect');
+  });
+
+  it('a call nothing bounds gets its response headers within LIFELINE_HEADERS_TIMEOUT_MS (60 s unless set)', async () => {
+    const silent = await serve(neverAnswers);
+    const app = await startService(
+      'test/fixtures/esm-client-app.mjs',
+      { OTEL_SERVICE_NAME: 'headers-bound', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY: '50', LIFELINE_PROBE_PORT: '0', LIFELINE_HEADERS_TIMEOUT_MS: '500' },
+      ['--import', 'otel-lifeline/register'],
+    );
+    try {
+      const started = Date.now();
+      const res = await fetch(`${app.url}/call?port=${String(silent.port)}`);
+      expect(res.status).toBe(502);
+      expect(await res.text()).toMatch(/^deadline exceeded \(headers deadline/);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(500);
+      const spans = await receiver.waitFor((all) => all.some((s) => s.service === 'headers-bound' && s.kind === CLIENT));
+      const client = spans.find((s) => s.service === 'headers-bound' && s.kind === CLIENT);
+      expect(client?.attributes).toMatchObject({ 'lifeline.deadline.source': 'headers', 'lifeline.deadline.exceeded': true, 'error.type': 'timeout' });
+    } finally {
+      await app.stop();
+      await silent.close();
+    }
   });
 
   it('a process that ends by itself (a batch job, a test file) exports its spans before it goes', async () => {
