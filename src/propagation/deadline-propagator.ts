@@ -20,8 +20,10 @@ export function deadlineHeaderValue(at: number): string {
 const BUDGET = /^\d{1,10}$/;
 
 /**
- * Carries deadlines across services. Outgoing: the remaining budget of the context's deadline as
- * `x-request-timeout-ms`. Incoming: a valid header from a trusted caller becomes the handler's
+ * Carries deadlines across services. Outgoing, lifeline's clients (not this propagator) send the
+ * remaining budget of a call's deadline as `x-request-timeout-ms` to the hosts `deadlineHeaderHosts`
+ * allows; the propagator must still be the SDK's (with W3C trace context and baggage) for them to
+ * do it. Incoming: a valid header from a trusted caller becomes the handler's
  * deadline (`source` `inbound`), raised to `minInboundMs` and clamped to `maxInboundMs`. A relative
  * budget, not an absolute time, so the callers' and servers' clocks need not agree. Malformed
  * values are ignored, never thrown on.
