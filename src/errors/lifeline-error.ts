@@ -5,7 +5,8 @@ export type LifelineErrorCode =
   | 'ERR_NOT_REGISTERED'
   | 'ERR_CLOSED'
   | 'ERR_TICK_ALREADY_RUN'
-  | 'ERR_ALREADY_STARTED';
+  | 'ERR_ALREADY_STARTED'
+  | 'ERR_UNSUPPORTED_NODE';
 
 /** The error lifeline throws for misuse of its API; `code` says which misuse. */
 export class LifelineError extends Error {

@@ -7,12 +7,10 @@
  * `NODE_OPTIONS` (npm, npx, yarn, pnpm) skip lifeline without loading it.
  */
 import { basename } from 'node:path';
+import { unsupportedNode } from '../config/index.js';
 
-const MINIMUM = [22, 15] as const;
-const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
-if (major < MINIMUM[0] || (major === MINIMUM[0] && minor < MINIMUM[1])) {
-  fail(`otel-lifeline needs Node.js >= ${MINIMUM.join('.')}, this is ${process.version}: upgrade Node, or remove --import otel-lifeline/register`);
-}
+const unsupported = unsupportedNode();
+if (unsupported !== undefined) fail(`${unsupported}: upgrade Node, or remove --import otel-lifeline/register`);
 
 // The package manager that runs `npm start` is not the service: it would take the probe port
 // (kubelet would then probe npm) and pay lifeline's start-up for nothing.

@@ -4,7 +4,7 @@ import type { Instrumentation } from '@opentelemetry/instrumentation';
 import type { HttpInstrumentationConfig } from '@opentelemetry/instrumentation-http';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
-import { DEFAULT_HEADERS_TIMEOUT_MS } from '../config/index.js';
+import { DEFAULT_HEADERS_TIMEOUT_MS, unsupportedNode } from '../config/index.js';
 import { invalidOption, oneOf } from '../errors/index.js';
 import { policyDeadlineOf } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
@@ -125,6 +125,8 @@ export interface LifelineParts {
 
 /** Builds the parts; `stopSdk` is how {@link startLifeline} makes shutdown stop the SDK it owns. */
 export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Promise<void>): LifelineParts {
+  const unsupported = unsupportedNode();
+  if (unsupported !== undefined) throw new LifelineError('ERR_UNSUPPORTED_NODE', unsupported);
   const { shutdownTimeoutMs } = options;
   if (shutdownTimeoutMs !== undefined && !(typeof shutdownTimeoutMs === 'number' && shutdownTimeoutMs > 0 && shutdownTimeoutMs <= 2_147_483_647)) {
     throw invalidOption('shutdownTimeoutMs', shutdownTimeoutMs, 'a number of ms > 0 and at most 2147483647');

@@ -4,6 +4,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { unsupportedNode } from '../../src/config/index.js';
 import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { freePort, runNode } from '../support/node.js';
 import { neverAnswers, serve } from '../support/servers.js';
@@ -177,6 +178,19 @@ describe('register mode in a service as it is', () => {
     expect(result.status).toBe(1);
     expect(result.stdout).not.toContain('ran');
     expect(result.stderr).toMatch(/^lifeline: otel-lifeline needs Node\.js >= 22\.15, this is v\d+/);
+    // Started in code, the same: a LifelineError saying so, not a TypeError from inside undici.
+    const inCode = spawnSync(old ?? 'node', ['--input-type=module', '-e', "import('otel-lifeline/sdk').then((m) => m.startLifeline()).catch((e) => console.log(e.code))"], { encoding: 'utf8' });
+    expect(inCode.stdout.trim()).toBe('ERR_UNSUPPORTED_NODE');
+  });
+
+  it.each([
+    ['20.20.2', false],
+    ['22.14.0', false],
+    ['22.15.0', true],
+    ['24.21.0', true],
+    ['26.0.0', true],
+  ])('Node %s is supported: %s', (version, supported) => {
+    expect(unsupportedNode(version) === undefined).toBe(supported);
   });
 });
 
