@@ -75,7 +75,8 @@ function headerHostsFromEnv(env: NodeJS.ProcessEnv, name: string): EnvConfig['de
   const value = raw(env, name);
   if (value === undefined || value === 'internal' || value === 'all' || value === 'none') return value;
   const entries = value.split(',').map((entry) => entry.trim().toLowerCase());
-  const bad = entries.find((entry) => !/^\.?[a-z0-9_-]+(\.[a-z0-9_-]+)*$/.test(entry));
+  // Host names and .suffixes, or IP literals (IPv6 with colons, in brackets or not).
+  const bad = entries.find((entry) => !/^\.?[a-z0-9_-]+(\.[a-z0-9_-]+)*$/.test(entry) && !/^\[?[0-9a-f:.]+\]?$/.test(entry));
   if (bad !== undefined) throw invalidEnv(name, value, `internal, all, none, or comma-separated host names and .suffixes (${JSON.stringify(bad)} is neither)`);
   return entries;
 }

@@ -7,15 +7,24 @@
  * `NODE_OPTIONS` (npm, npx, yarn, pnpm) skip lifeline without loading it.
  */
 import { basename } from 'node:path';
+import { isMainThread } from 'node:worker_threads';
 import { unsupportedNode } from '../config/index.js';
 
 const unsupported = unsupportedNode();
 if (unsupported !== undefined) fail(`${unsupported}: upgrade Node, or remove --import otel-lifeline/register`);
 
-// The package manager that runs `npm start` is not the service: it would take the probe port
-// (kubelet would then probe npm) and pay lifeline's start-up for nothing.
-const PACKAGE_MANAGER = /^(npm|npx|pnpm|pnpx|yarn|yarnpkg|corepack)(-cli)?(\.[cm]?js)?$/;
-const skip = PACKAGE_MANAGER.test(basename(process.argv[1] ?? '')) || process.env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true';
+// Processes that only start the service — package managers (`npm start`), watchers and process
+// managers (nodemon, pm2, tsx's CLI) — inherit NODE_OPTIONS too. They are not the service: they
+// would take the probe port (the kubelet would then probe them) and pay lifeline's start-up for nothing.
+const LAUNCHER = /^(npm|npx|pnpm|pnpx|yarn|yarnpkg|corepack|nodemon|pm2|pm2-runtime|tsx)(-cli)?(\.[cm]?js)?$|^yarn-[\d.]+(-[\w.]+)?\.cjs$/;
+const LAUNCHER_PACKAGE = /[\\/]node_modules[\\/](nodemon|pm2|tsx)[\\/]/;
+const main = process.argv[1] ?? '';
+const skip =
+  // A worker thread shares the process (and its probe port) with the main thread, which runs lifeline.
+  !isMainThread ||
+  LAUNCHER.test(basename(main)) ||
+  LAUNCHER_PACKAGE.test(main) ||
+  process.env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true';
 
 if (!skip) await start();
 
@@ -33,8 +42,7 @@ async function start(): Promise<void> {
   const logger = logLevel === undefined ? undefined : (await import('pino')).pino({ name: 'lifeline', level: logLevel });
   try {
     await startLifeline({
-      // A port nobody chose may be taken by a sibling process (test runners, workers): warn, go on.
-      probe: config.probe === false ? false : { ...config.probe, whenPortBusy: config.probe.port === undefined ? 'warn' : 'fail' },
+      probe: config.probe === false ? false : { ...config.probe, whenPortBusy: whenPortBusy(config.probe.port) },
       deadlines: {
         headersTimeoutMs: config.headersTimeoutMs,
         ...(config.defaultTimeoutMs === undefined ? {} : { defaultTimeoutMs: config.defaultTimeoutMs }),
@@ -58,6 +66,18 @@ async function start(): Promise<void> {
     }
     fail(err instanceof Error ? err.message : String(err));
   }
+}
+
+/**
+ * A port nobody chose may be taken by a sibling process — a test runner's workers, a second script
+ * of the same image — so by default lifeline warns and runs without a probe server. In Kubernetes,
+ * outside a test runner, it fails instead: a liveness probe answered by another process would lie.
+ */
+function whenPortBusy(chosen: number | undefined): 'warn' | 'fail' {
+  if (chosen !== undefined) return 'fail';
+  const env = process.env;
+  const testRunner = [env.JEST_WORKER_ID, env.VITEST, env.TAP, env.NODE_TEST_CONTEXT].some((value) => value !== undefined);
+  return env.KUBERNETES_SERVICE_HOST !== undefined && !testRunner ? 'fail' : 'warn';
 }
 
 function fail(message: string): never {

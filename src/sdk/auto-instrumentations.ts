@@ -20,14 +20,30 @@ async function load(): Promise<AutoInstrumentationsPackage | undefined> {
   try {
     return (await import(specifier)) as AutoInstrumentationsPackage;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw err;
+    // Only the package itself missing means "not installed"; a dependency of it missing is a broken install, said as it is.
+    if (!notFound(err)) throw broken(err);
   }
+  let resolved: string;
   try {
-    const resolved = createRequire(process.argv[1] ?? join(process.cwd(), 'index.js')).resolve(PACKAGE);
-    return (await import(pathToFileURL(resolved).href)) as AutoInstrumentationsPackage;
+    resolved = createRequire(process.argv[1] ?? join(process.cwd(), 'index.js')).resolve(PACKAGE);
   } catch {
     return undefined;
   }
+  try {
+    return (await import(pathToFileURL(resolved).href)) as AutoInstrumentationsPackage;
+  } catch (err) {
+    throw broken(err);
+  }
+}
+
+function broken(err: unknown): LifelineError {
+  const why = err instanceof Error ? err.message : String(err);
+  return new LifelineError('ERR_INVALID_OPTION', `${PACKAGE} is installed but cannot be loaded (${why}): repair the install, or turn it off (autoInstrumentations: false, LIFELINE_AUTO_INSTRUMENTATIONS=off)`, { cause: err });
+}
+
+function notFound(err: unknown): boolean {
+  const { code, message } = err as NodeJS.ErrnoException;
+  return code === 'ERR_MODULE_NOT_FOUND' && message.includes(`'${PACKAGE}'`);
 }
 
 /**

@@ -284,7 +284,7 @@ async function probeServer(options: NonNullable<Exclude<LifelinePartsOptions['pr
     return await startProbeServer({ ...rest, ...(logger ? { logger } : {}), health });
   } catch (err) {
     if (whenPortBusy === 'fail' || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-    (logger ?? defaultLogger()).warn({ port: rest.port ?? 5555, pid: process.pid }, 'lifeline: the probe port is in use (another process of this service or its tooling?); running without a probe server');
+    (logger ?? defaultLogger()).warn({ port: rest.port ?? 5555 }, 'lifeline: the probe port is in use (another process of this service or its tooling?); running without a probe server');
     return undefined;
   }
 }

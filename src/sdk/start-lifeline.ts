@@ -58,8 +58,20 @@ export type { Lifeline } from './lifeline-parts.js';
  * ```
  */
 export async function startLifeline(options: LifelineOptions = {}): Promise<Lifeline> {
-  // A second SDK would fight the first over the globals (and both would wait on the other's SIGTERM).
-  if (lifelineRunning()) throw new LifelineError('ERR_ALREADY_STARTED', 'lifeline is already started in this process (once shut down, it can start again only with a catalog of its own)');
+  // A second SDK would fight the first over the globals (and both would wait on the other's SIGTERM);
+  // `starting` also refuses a second call made while the first still awaits its modules.
+  if (lifelineRunning() || starting) throw new LifelineError('ERR_ALREADY_STARTED', 'lifeline is already started in this process (once shut down, it can start again only with a catalog of its own)');
+  starting = true;
+  try {
+    return await start(options);
+  } finally {
+    starting = false;
+  }
+}
+
+let starting = false;
+
+async function start(options: LifelineOptions): Promise<Lifeline> {
   // The SDK is made after the parts (it needs their processors), and stopped by their shutdown.
   const owned: { sdk?: { shutdown(): Promise<void> } } = {};
   const parts = assembleParts(options, () => owned.sdk?.shutdown() ?? Promise.resolve());
@@ -77,9 +89,9 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
   };
   const sdk = new NodeSDK(config);
   sdk.start();
-  if (options.esmHook) await installEsmHook(instrumentedModules(instrumentations));
   owned.sdk = sdk;
   try {
+    if (options.esmHook) await installEsmHook(instrumentedModules(instrumentations));
     return await parts.start();
   } catch (err) {
     await sdk.shutdown();

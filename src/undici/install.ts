@@ -18,6 +18,11 @@ export interface DeadlineDispatcherOptions extends DeadlinePolicyOptions {
 
 /** The installed global dispatcher, and the way back. */
 export interface InstalledDeadlineDispatcher {
+  /**
+   * The global dispatcher with deadlines. Installed where there was none (or Node's stock one), it
+   * is built on the first request; reading this builds it too. After an `uninstall` that came
+   * before any request, reading it throws `ERR_CLOSED`.
+   */
   readonly dispatcher: Dispatcher;
   /** Puts the previous global dispatcher back, if ours is still the global one. */
   uninstall(): void;
@@ -112,15 +117,28 @@ function installOnFirstDispatch(interceptor: Dispatcher.DispatcherComposeInterce
   };
   // Each stand-in passes its first request on to whatever its own slot holds once built: the `.1`
   // one gets handlers of the older API, and in undici 8's layout `.1` holds the wrapper for them.
-  const standIn = (slot: symbol): Dispatcher =>
-    ({
-      dispatch: (opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) => {
-        real();
-        return (slots[slot] as Dispatcher).dispatch(opts, handler);
+  // Anything else asked of a stand-in (`compose`, `on`, `instanceof`…) builds the real dispatcher
+  // and is answered by it, so code that reads the global dispatcher at start-up sees a real one.
+  const standIn = (slot: symbol): Dispatcher => {
+    const builtInSlot = (): object => {
+      real();
+      return slots[slot] as object;
+    };
+    const dispatch = (opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean => (builtInSlot() as Dispatcher).dispatch(opts, handler);
+    const stand = new Proxy<object>({}, {
+      get(_target, property) {
+        if (property === 'dispatch') return dispatch;
+        // Nothing built yet means nothing to close.
+        if ((property === 'close' || property === 'destroy') && installed === undefined) return () => Promise.resolve();
+        const target = builtInSlot();
+        const value: unknown = Reflect.get(target, property);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
       },
-      close: () => (installed === undefined ? Promise.resolve() : installed.dispatcher.close()),
-      destroy: () => (installed === undefined ? Promise.resolve() : installed.dispatcher.destroy()),
-    }) as unknown as Dispatcher;
+      has: (_target, property) => property === 'dispatch' || Reflect.has(builtInSlot(), property),
+      getPrototypeOf: () => Object.getPrototypeOf(builtInSlot()) as object | null,
+    });
+    return stand as Dispatcher;
+  };
   const current = standIn(SLOT);
   writeSlot(SLOT, current);
   writeSlot(LEGACY_SLOT, standIn(LEGACY_SLOT));

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unsupportedNode } from '../../src/config/index.js';
 import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
-import { freePort, runNode } from '../support/node.js';
+import { freePort, runModule, runNode } from '../support/node.js';
 import { neverAnswers, serve } from '../support/servers.js';
 import { startService } from '../support/service.js';
 
@@ -119,6 +119,36 @@ describe('register mode in a service as it is', () => {
     }
   });
 
+  it('in Kubernetes a busy default probe port stops start-up (another process would answer the probes), except in a test runner', async () => {
+    const holder = await holdPort(5555);
+    try {
+      const { VITEST: _runner, ...outside } = process.env; // this test itself runs in a test runner
+      const env = { ...outside, LIFELINE_PROBE_PORT: '', OTEL_TRACES_EXPORTER: 'none', APP_LIFETIME_MS: '200', KUBERNETES_SERVICE_HOST: '10.0.0.1' };
+      const pod = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env });
+      expect(pod.code).toBe(1);
+      expect(pod.stderr).toContain('(EADDRINUSE)');
+      const worker = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env: { ...env, JEST_WORKER_ID: '2' } });
+      expect(worker.code).toBe(0);
+      expect(worker.stdout).toContain('the probe port is in use');
+    } finally {
+      holder?.close();
+    }
+  });
+
+  it('worker threads do not start a lifeline of their own (the main thread has it)', async () => {
+    const port = await freePort();
+    const result = await runModule(
+      `import { Worker } from 'node:worker_threads';
+       const probe = "import { parentPort } from 'node:worker_threads'; parentPort.postMessage(globalThis[Symbol.for('opentelemetry.js.api.1')]?.trace ? 'sdk' : 'none')";
+       const worker = new Worker(probe, { eval: true });
+       const [answer] = await Promise.all([new Promise((resolve) => worker.once('message', resolve)), new Promise((resolve) => worker.once('exit', resolve))]);
+       console.log(answer, globalThis[Symbol.for('opentelemetry.js.api.1')]?.trace ? 'sdk' : 'none');`,
+      { env: { ...process.env, NODE_OPTIONS: '--import otel-lifeline/register', LIFELINE_PROBE_PORT: String(port), OTEL_TRACES_EXPORTER: 'none' } },
+    );
+    expect(result.stderr).toBe('');
+    expect(result.stdout.trim()).toBe('none sdk');
+  });
+
   it('a busy probe port the deployment chose stops start-up, naming it', async () => {
     const port = await freePort();
     const holder = await holdPort(port);
@@ -132,13 +162,14 @@ describe('register mode in a service as it is', () => {
     }
   });
 
-  it('npm, npx, yarn and pnpm processes that inherit NODE_OPTIONS skip lifeline entirely', async () => {
+  it('launchers that inherit NODE_OPTIONS (npm, npx, yarn, pnpm, nodemon, pm2) skip lifeline entirely', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'lifeline-pm-'));
     // Prints whether an OpenTelemetry SDK registered its tracer provider in this process.
     const probe = "console.log(globalThis[Symbol.for('opentelemetry.js.api.1')]?.trace ? 'sdk' : 'none')";
-    for (const name of ['npm-cli.js', 'npx-cli.js', 'yarn.js', 'pnpm.cjs', 'service.js']) writeFileSync(join(dir, name), probe);
+    const tools = ['npm-cli.js', 'npx-cli.js', 'yarn.js', 'yarn-4.5.3.cjs', 'pnpm.cjs', 'nodemon.js', 'pm2-runtime'];
+    for (const name of [...tools, 'service.js']) writeFileSync(join(dir, name), probe);
     const env = { ...process.env, LIFELINE_PROBE_PORT: '0', OTEL_TRACES_EXPORTER: 'none' };
-    for (const tool of ['npm-cli.js', 'npx-cli.js', 'yarn.js', 'pnpm.cjs']) {
+    for (const tool of tools) {
       const result = await runNode(['--import', 'otel-lifeline/register', join(dir, tool)], { env });
       expect(result.stdout.trim(), tool).toBe('none');
     }
