@@ -3,7 +3,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createRequire } from 'node:module';
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import { DeadlineExceededError, DeadlineTimer, deadlineOf, markEndedByDeadline, type DeadlineSource } from '../deadline/index.js';
-import { callDeadline, deadlineHeader, DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
+import { callDeadline, deadlineHeader, DeadlinePolicy, headersBoundAt, type CallDeadline, type CallProgress, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
 import { DEADLINE_HEADER } from '../propagation/index.js';
 
 /** Node publishes every outgoing node:http/https request here, synchronously, in the caller's context. */
@@ -28,8 +28,11 @@ const fromPolicy = new WeakMap<ClientRequest, CallDeadline>();
  * in whatever phase it is: queued in an `http.Agent`, resolving DNS, connecting, in the TLS
  * handshake, waiting for the response head or streaming the body. The destroyed socket is not
  * returned to the agent's pool. A request that ends first leaves no timer behind. A request
- * nothing bounds waits at most `headersTimeoutMs` for its response head, and the deadline goes to
- * the hosts of `deadlineHeaderHosts` as `x-request-timeout-ms`.
+ * nothing bounds gets at most `headersTimeoutMs` to connect and, once it has been sent in full
+ * (`'finish'`: the body, however slow, is not counted), as long for its response head, unless it
+ * set a timeout of its own (`timeout`, `setTimeout`, the agent's `timeout`). The deadline goes to
+ * the hosts of `deadlineHeaderHosts` as `x-request-timeout-ms` (through a forward proxy: to the
+ * host of the target URL, not the proxy's).
  *
  * It listens on Node's `http.client.request.created` diagnostics channel: no module is patched, so
  * it also covers clients loaded before it, from ESM or CommonJS, and the http instrumentation of
@@ -73,28 +76,45 @@ function bound(request: ClientRequest, policy: DeadlinePolicy): void {
   if (deadline.fromPolicy) fromPolicy.set(request, deadline);
   if (!request.headersSent) {
     // Set here, not by the propagator: only the client knows the host, and the deadline applied.
-    const header = deadlineHeader(policy, deadline, () => request.host);
+    const header = deadlineHeader(policy, deadline, () => targetOf(request).host);
     if (header !== undefined) request.setHeader(DEADLINE_HEADER, header);
   }
   const bounded = request as BoundRequest;
-  bounded[TIMER] = new DeadlineTimer(deadline.at, expire, { request, at: deadline.at, source: deadline.source });
-  if (deadline.untilHeaders) bounded[UNTIL_HEADERS] = true;
+  bounded[TIMER] = new DeadlineTimer<Expiry>(deadline.at, expire, { request, at: deadline.at, source: deadline.source, progress: 'dispatched' });
+  if (deadline.untilHeaders) {
+    bounded[UNTIL_HEADERS] = deadline;
+    request.once('finish', onRequestSent);
+  }
   request.on('close', cancelTimer);
+}
+
+/** The headers bound: the request went out in full (flushed to the socket), its head is now bounded. */
+function onRequestSent(this: BoundRequest): void {
+  const deadline = this[UNTIL_HEADERS];
+  if (deadline === undefined || this.destroyed) return; // the head came first, or the bound stepped aside
+  const at = headersBoundAt(deadline, 'sent', Date.now()) ?? deadline.at;
+  this[TIMER]?.cancel();
+  this[TIMER] = new DeadlineTimer<Expiry>(at, expire, { request: this, at, source: deadline.source, progress: 'sent' });
 }
 
 function onResponse(message: unknown): void {
   const request = (message as { request: BoundRequest }).request;
-  if (request[UNTIL_HEADERS] === true) cancelTimer.call(request); // the body, however long, is not bounded
+  if (request[UNTIL_HEADERS] === undefined) return;
+  request[UNTIL_HEADERS] = undefined;
+  cancelTimer.call(request); // the body, however long, is not bounded
 }
 
-// Per request: one timer and one shared listener, no closure (this runs on every outgoing call).
+// Per request: one timer and shared listeners, no closure (this runs on every outgoing call).
 const TIMER = Symbol('lifeline.deadlineTimer');
+/** The headers bound of a request, while it is in force. */
 const UNTIL_HEADERS = Symbol('lifeline.untilHeaders');
-type BoundRequest = ClientRequest & { [TIMER]?: DeadlineTimer<Expiry> | undefined; [UNTIL_HEADERS]?: true };
+type BoundRequest = ClientRequest & { [TIMER]?: DeadlineTimer<Expiry> | undefined; [UNTIL_HEADERS]?: CallDeadline | undefined };
 interface Expiry {
   readonly request: ClientRequest;
   readonly at: number;
   readonly source: DeadlineSource;
+  /** How far the request had got when the timer was armed. */
+  readonly progress: CallProgress;
 }
 
 function cancelTimer(this: BoundRequest): void {
@@ -102,9 +122,22 @@ function cancelTimer(this: BoundRequest): void {
   this[TIMER] = undefined;
 }
 
-function expire({ request, at, source }: Expiry): void {
-  (request as BoundRequest)[TIMER] = undefined;
+function expire({ request, at, source, progress }: Expiry): void {
+  const bounded = request as BoundRequest;
+  bounded[TIMER] = undefined;
   if (request.destroyed) return; // the app ended it first: its reason stands
+  const headersBound = bounded[UNTIL_HEADERS];
+  if (headersBound !== undefined) {
+    if (hasOwnTimeout(request)) {
+      // The caller chose how long this request may take (axios `timeout`, `http.request({ timeout })`).
+      bounded[UNTIL_HEADERS] = undefined;
+      fromPolicy.delete(request);
+      return;
+    }
+    // Connected, still sending (an upload): not counted (`headersBoundAt` 'connected'); `'finish'` arms the wait for the head.
+    if (progress === 'dispatched' && isConnected(request)) return;
+    bounded[UNTIL_HEADERS] = undefined;
+  }
   const error = new DeadlineExceededError(at, source);
   markEndedByDeadline(request);
   const response = (request as ClientRequest & { res?: IncomingMessage | null }).res;
@@ -127,6 +160,27 @@ function expire({ request, at, source }: Expiry): void {
   (ClientRequestPrototype.onSocket as unknown as (socket: undefined, err: Error) => void).call(request, undefined, error);
 }
 
+/** A socket the request can send on: TCP connected and, for TLS, past the handshake. */
+function isConnected(request: ClientRequest): boolean {
+  const socket = request.socket;
+  if (socket === null || socket.connecting) return false;
+  const tls = socket as { encrypted?: boolean; _secureEstablished?: boolean };
+  return tls.encrypted !== true || tls._secureEstablished === true;
+}
+
+/**
+ * Whether the caller gave the request a timeout of its own: `http.request({ timeout })`, or
+ * `request.setTimeout(ms)` / `socket.setTimeout(ms)` (axios `timeout`, the AWS SDK's socket
+ * timeout), seen on the socket once the request has one. An agent's `timeout` (Node's global agents
+ * have 5 s) is the idle timeout of its sockets, which ends no request: not one. `0` is no timeout.
+ */
+function hasOwnTimeout(request: ClientRequest): boolean {
+  const { agent, timeout } = request as ClientRequest & { agent?: { options?: { timeout?: unknown } }; timeout?: number };
+  if ((timeout ?? 0) > 0) return true;
+  const socketTimeout = request.socket?.timeout ?? 0;
+  return socketTimeout > 0 && socketTimeout !== (agent?.options?.timeout ?? 0);
+}
+
 const ClientRequestPrototype = (createRequire(import.meta.url)('node:http') as typeof import('node:http')).ClientRequest.prototype;
 
 /** Removes `request` from its agent's queue of requests waiting for a socket; false if not queued. */
@@ -146,18 +200,38 @@ function leaveAgentQueue(request: ClientRequest): boolean {
 
 const DEFAULT_PORTS: Readonly<Record<string, number>> = { 'http:': 80, 'https:': 443 };
 
-/** The semantic-convention attributes a policy rule can match, from the request. */
-function requestAttributes(request: ClientRequest): RequestAttributes {
-  const query = request.path.indexOf('?');
+/** A request path in absolute form (`GET http://api.example.com/x`): sent to a forward proxy. */
+const ABSOLUTE_FORM = /^[a-z][a-z0-9+.-]*:\/\//i;
+
+/**
+ * The server a request is for: its host, or through a plain-HTTP forward proxy (path in absolute
+ * form) the host of the target URL — the proxy only passes the request on.
+ */
+function targetOf(request: ClientRequest): { host: string; path: string; protocol: string; port: string | undefined } {
+  if (ABSOLUTE_FORM.test(request.path)) {
+    try {
+      const url = new URL(request.path);
+      return { host: url.hostname.replace(/^\[|\]$/g, ''), path: url.pathname + url.search, protocol: url.protocol, port: url.port === '' ? undefined : url.port };
+    } catch {
+      // not a URL after all: judge the request as it goes
+    }
+  }
   const host = request.getHeader('host');
   const port = typeof host === 'string' ? /:(\d+)$/.exec(host)?.[1] : undefined;
+  return { host: request.host, path: request.path, protocol: request.protocol, port };
+}
+
+/** The semantic-convention attributes a policy rule can match, from the request. */
+function requestAttributes(request: ClientRequest): RequestAttributes {
+  const { host, path, protocol, port } = targetOf(request);
+  const query = path.indexOf('?');
   const attributes: Record<string, string | number> = {
     'http.request.method': request.method,
-    'url.path': query === -1 ? request.path : request.path.slice(0, query),
-    'server.address': request.host,
-    'url.scheme': request.protocol.slice(0, -1),
+    'url.path': query === -1 ? path : path.slice(0, query),
+    'server.address': host,
+    'url.scheme': protocol.slice(0, -1),
   };
-  const serverPort = port === undefined ? DEFAULT_PORTS[request.protocol] : Number(port);
+  const serverPort = port === undefined ? DEFAULT_PORTS[protocol] : Number(port);
   if (serverPort !== undefined) attributes['server.port'] = serverPort;
   return attributes;
 }

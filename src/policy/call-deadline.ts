@@ -10,16 +10,40 @@ export interface CallDeadline {
   /** True when a rule, the default or the headers bound gave the call a deadline the context does not carry. */
   readonly fromPolicy: boolean;
   /**
-   * True for the headers bound (`source` `headers`): `at` bounds the wait for the response head
-   * only; the client clears it when the head arrives, and the callee is not told of it.
+   * True for the headers bound (`source` `headers`): `at` bounds the connect phase (dispatch + the
+   * bound), and {@link headersBoundAt} the rest of the wait for the response head; the client clears
+   * it when the head arrives, and the callee is not told of it.
    */
   readonly untilHeaders: boolean;
+  /** The headers bound, in ms (`untilHeaders` only): how long each bounded phase may take. */
+  readonly boundMs?: number;
+}
+
+/**
+ * How far a call under the headers bound got, as its client reports it: `dispatched` (queued,
+ * resolving, connecting, TLS, a proxy tunnel), `connected` (the request is being sent, its body
+ * still going out), `sent` (the request went out in full: waiting for the response head).
+ */
+export type CallProgress = 'dispatched' | 'connected' | 'sent';
+
+/**
+ * The headers bound, the one rule every client follows: a connection within the bound, and, once
+ * the request has been sent in full, its response head within the bound. Given how far the call
+ * got and since when (`since`, ms since the epoch), the instant the bound ends it, or `undefined`
+ * while it does not run: sending the request (an upload takes the time it takes, as with undici's
+ * own `headersTimeout`, which starts once the request is sent). The client clears the bound when
+ * the head arrives, and applies none when the caller set a timeout of its own for the call.
+ */
+export function headersBoundAt(deadline: CallDeadline, progress: CallProgress, since: number): number | undefined {
+  if (progress === 'dispatched') return deadline.at; // dispatched at `since`, bounded from then
+  return progress === 'sent' ? since + (deadline.boundMs ?? 0) : undefined;
 }
 
 /**
  * The one rule every client follows (undici, node:http, gRPC): the context's deadline; a matching
  * rule's `now + timeoutMs` when sooner; `defaultTimeoutMs` when nothing else bounds the call; and
- * when not even that, `headersTimeoutMs` on the wait for the response head. `attributes` is called
+ * when not even that, `headersTimeoutMs` on the connection and the wait for the response head
+ * ({@link headersBoundAt}). `attributes` is called
  * only when the policy has rules.
  */
 export function callDeadline(policy: DeadlinePolicy, current: Deadline | undefined, attributes: () => RequestAttributes): CallDeadline | undefined {
@@ -32,7 +56,8 @@ export function callDeadline(policy: DeadlinePolicy, current: Deadline | undefin
   }
   if (context !== undefined) return { at: context.at, source: context.source, fromPolicy: false, untilHeaders: false };
   if (policy.defaultTimeoutMs !== undefined) return { at: Date.now() + policy.defaultTimeoutMs, source: 'policy', fromPolicy: true, untilHeaders: false };
-  if (policy.headersTimeoutMs !== undefined) return { at: Date.now() + policy.headersTimeoutMs, source: 'headers', fromPolicy: true, untilHeaders: true };
+  const boundMs = policy.headersTimeoutMs;
+  if (boundMs !== undefined) return { at: Date.now() + boundMs, source: 'headers', fromPolicy: true, untilHeaders: true, boundMs };
   return undefined;
 }
 

@@ -22,11 +22,15 @@ export interface DeadlinePolicyOptions {
   /** Bounds calls that have no deadline at all (no context deadline, no matching rule). */
   defaultTimeoutMs?: number;
   /**
-   * The most a call nothing else bounds (no context deadline, no matching rule, no
-   * `defaultTimeoutMs`, no gRPC deadline of its own) may wait for its response head, counted from
-   * dispatch: connecting, TLS, sending the request and the server's think time. Once the head
-   * arrives the call is no longer bounded, so downloads and streams (server-sent events, big
-   * bodies, watches) run as long as they run: this bound cannot break them, only end a call to an
+   * The bound on a call nothing else bounds (no context deadline, no matching rule, no
+   * `defaultTimeoutMs`, no timeout of the caller's own: undici `headersTimeout`, node:http
+   * `timeout`/`setTimeout`, axios `timeout`, a gRPC deadline): a connection within the bound
+   * (queue, DNS, connect, TLS, counted from dispatch), and, once the request has been sent in full,
+   * its response head within the bound. Sending the request body is not counted (as with undici's
+   * own `headersTimeout`), so uploads run as long as they run; on undici, a streamed body whose end
+   * undici does not report is not bounded once connected. Once the head arrives the call is no
+   * longer bounded, so downloads and streams (server-sent events, big bodies, watches) run as long
+   * as they run: this bound cannot break them, only end a call to an
    * upstream that never answers (without it undici waits 300 s, node:http and gRPC forever). When it
    * fires the caller gets what a deadline gives (`DeadlineExceededError`, gRPC `DEADLINE_EXCEEDED`),
    * and the client span `lifeline.deadline.source` `headers`. gRPC: unary calls only, until the

@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { DeadlineExceededError, DeadlineTimer, type DeadlineSource } from '../deadline/index.js';
+import { headersBoundAt, type CallDeadline } from '../policy/index.js';
 
 type Controller = Dispatcher.DispatchController;
 type Handler = Dispatcher.DispatchHandler;
@@ -9,6 +10,16 @@ type Callback = (this: DeadlineHandler, ...args: never[]) => unknown;
 
 /** Hands a handler, at dispatch, a way to take its request out of a dispatcher's queue. */
 export type QueuedAbortHook = (cancel: (reason: Error) => void) => void;
+
+/** The headers bound of one request (`untilHeaders`), as its handler applies it. */
+export interface HeadersBound {
+  readonly deadline: CallDeadline;
+  /**
+   * The request goes out in one write when it starts (no body, a string, a Buffer): started is
+   * sent, when nothing tells the handler that it was.
+   */
+  readonly sentAtStart: boolean;
+}
 
 /**
  * Aborts one request at its deadline, in whatever phase it is:
@@ -20,6 +31,14 @@ export type QueuedAbortHook = (cancel: (reason: Error) => void) => void;
  * - waiting for headers or streaming the body: through the controller.
  * The timer is cleared when the request ends, so a request that finishes first leaves nothing behind.
  *
+ * The headers bound ({@link HeadersBound}, `headersBoundAt`) runs from dispatch until the request
+ * starts (it has a connection), stops while the request is sent, and runs again from
+ * {@link DeadlineHandler.requestSent} until the response head. Told of the request sent by the
+ * handler's own `onRequestSent`, or by undici's `undici:request:bodySent` channel (the interceptor
+ * matches the request); told by neither, a request that goes out in one write counts as sent when it
+ * starts, and one with a streamed body is no longer bounded once it starts (undici cannot tell this
+ * handler when that body is sent, and the bound must not cut an upload).
+ *
  * It must be invisible to the caller: undici and its users look at which callbacks a handler has
  * (the mock agent takes another path when `onBodySent` exists), so {@link wrapWithDeadline} gives
  * each wrapper exactly the callbacks of the handler it wraps, every one passed on, including
@@ -27,10 +46,13 @@ export type QueuedAbortHook = (cancel: (reason: Error) => void) => void;
  */
 export abstract class DeadlineHandler {
   readonly #inner: Handler;
-  readonly #at: number;
+  #at: number;
   readonly #source: DeadlineSource;
-  /** The headers bound: the response head ends it. */
-  readonly #untilHeaders: boolean;
+  /** The headers bound, while it is in force: the response head ends it. */
+  #headersBound: HeadersBound | undefined;
+  /** Something will call `requestSent` when the request has been sent in full. */
+  #hearsSent: boolean;
+  #sent = false;
   #timer: DeadlineTimer<DeadlineHandler> | undefined;
   #controller: Controller | undefined;
   #cancelQueued: ((reason: Error) => void) | undefined;
@@ -38,11 +60,40 @@ export abstract class DeadlineHandler {
   /** The caller was already told about the deadline: swallow whatever undici reports later. */
   #reported = false;
 
-  constructor(inner: Handler, at: number, source: DeadlineSource, untilHeaders: boolean) {
+  constructor(inner: Handler, at: number, source: DeadlineSource, headersBound: HeadersBound | undefined) {
     this.#inner = inner;
     this.#at = at;
     this.#source = source;
-    this.#untilHeaders = untilHeaders;
+    this.#headersBound = headersBound;
+    this.#hearsSent = typeof (inner as { onRequestSent?: unknown }).onRequestSent === 'function';
+  }
+
+  /** The interceptor matched the undici request of this handler: `requestSent` will be called. */
+  hearsRequestSent(): void {
+    this.#hearsSent = true;
+  }
+
+  /** The request has been sent in full: the headers bound now runs until the response head. */
+  requestSent(): void {
+    const bound = this.#headersBound;
+    if (bound === undefined || this.#sent || this.#reported || this.#expired !== undefined) return;
+    this.#sent = true;
+    const at = headersBoundAt(bound.deadline, 'sent', Date.now());
+    this.#timer?.cancel();
+    this.#timer = undefined;
+    if (at === undefined) return;
+    this.#at = at;
+    this.#timer = new DeadlineTimer<DeadlineHandler>(at, DeadlineHandler.#onDeadline, this);
+  }
+
+  /** The request has a connection and is being sent: the headers bound stops until it is sent. */
+  #connected(bound: HeadersBound): void {
+    if (this.#sent) return;
+    this.#timer?.cancel();
+    this.#timer = undefined;
+    if (this.#hearsSent) return;
+    if (bound.sentAtStart) this.requestSent();
+    else this.#headersBound = undefined; // a streamed body: no telling when it is sent, so no bound
   }
 
   /** Arms the deadline timer; call once, right before dispatching. */
@@ -74,7 +125,13 @@ export abstract class DeadlineHandler {
         controller.abort(this.#expired);
         return;
       }
+      if (this.#headersBound !== undefined) this.#connected(this.#headersBound);
       this.#inner.onRequestStart?.(controller, context);
+    },
+    // Only on a wrapper whose handler has it: undici's mock agent takes another path when it exists.
+    onRequestSent(this: DeadlineHandler): unknown {
+      this.requestSent();
+      return this.#reported ? undefined : this.#inner.onRequestSent?.();
     },
     // Once the caller was told about the deadline, nothing undici reports later reaches it.
     onRequestUpgrade(this: DeadlineHandler, controller: Controller, statusCode: number, headers: IncomingHttpHeaders, socket: Duplex): void {
@@ -82,7 +139,10 @@ export abstract class DeadlineHandler {
       if (!this.#reported) this.#inner.onRequestUpgrade?.(controller, statusCode, headers, socket);
     },
     onResponseStart(this: DeadlineHandler, controller: Controller, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
-      if (this.#untilHeaders) this.#settle(); // the body, however long, is not bounded
+      if (this.#headersBound !== undefined) {
+        this.#headersBound = undefined;
+        this.#settle(); // the body, however long, is not bounded
+      }
       if (!this.#reported) this.#inner.onResponseStart?.(controller, statusCode, headers, statusMessage);
     },
     onResponseData(this: DeadlineHandler, controller: Controller, chunk: Buffer): void {
@@ -136,7 +196,7 @@ export abstract class DeadlineHandler {
 }
 
 type ShapedHandler = DeadlineHandler & Handler;
-type ShapedClass = new (inner: Handler, at: number, source: DeadlineSource, untilHeaders: boolean) => ShapedHandler;
+type ShapedClass = new (inner: Handler, at: number, source: DeadlineSource, headersBound: HeadersBound | undefined) => ShapedHandler;
 
 /** undici's own callbacks, each a bit of the shape key; any other `on*` function is found by a scan. */
 const KNOWN = [
@@ -159,11 +219,11 @@ const byKey = new Map<string, ShapedClass>();
 const inheritedExtras = new WeakMap<object, readonly string[]>();
 
 /**
- * Wraps `handler` so that its request ends at `at` (`untilHeaders`: unless its response head came
- * first). The wrapper has exactly the callbacks the handler has, so undici sees the same handler
- * shape it would without lifeline.
+ * Wraps `handler` so that its request ends at `at` (`headersBound`: at the headers bound, unless its
+ * response head came first). The wrapper has exactly the callbacks the handler has, so undici sees
+ * the same handler shape it would without lifeline.
  */
-export function wrapWithDeadline(handler: Handler, at: number, source: DeadlineSource, untilHeaders = false): ShapedHandler {
+export function wrapWithDeadline(handler: Handler, at: number, source: DeadlineSource, headersBound?: HeadersBound): ShapedHandler {
   let mask = 0;
   for (let i = 0; i < KNOWN.length; i++) {
     if (typeof (handler as Record<string, unknown>)[KNOWN[i] as string] === 'function') mask |= 1 << i;
@@ -180,7 +240,7 @@ export function wrapWithDeadline(handler: Handler, at: number, source: DeadlineS
       byKey.set(key, Shaped);
     }
   }
-  return new Shaped(handler, at, source, untilHeaders);
+  return new Shaped(handler, at, source, headersBound);
 }
 
 function shapedClass(mask: number, extras: readonly string[]): ShapedClass {

@@ -1,9 +1,10 @@
 import { context } from '@opentelemetry/api';
+import { subscribe } from 'node:diagnostics_channel';
 import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
 import { contextWithDeadline, deadlineOf, DeadlineScope } from '../deadline/index.js';
 import { callDeadline, deadlineHeader, DeadlinePolicy, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
-import { undiciRejects, wrapWithDeadline, type QueuedAbortHook } from './deadline-handler.js';
+import { undiciRejects, wrapWithDeadline, type DeadlineHandler, type QueuedAbortHook } from './deadline-handler.js';
 import { withDeadlineHeader } from './request-headers.js';
 
 /**
@@ -28,12 +29,14 @@ type DispatchOptions = Dispatcher.DispatchOptions & { [key: symbol]: unknown };
  * An undici interceptor that aborts every request at the deadline in the OpenTelemetry context
  * (or the policy's, whichever is sooner) — connecting, waiting for headers or streaming the body —
  * with a `DeadlineExceededError`, and sends the deadline as `x-request-timeout-ms` to the hosts of
- * `deadlineHeaderHosts`. A request nothing bounds waits at most `headersTimeoutMs` for its
- * response head (unless it set undici's own `headersTimeout`); other requests pass through untouched.
+ * `deadlineHeaderHosts`. A request nothing bounds gets at most `headersTimeoutMs` for a connection
+ * and, once it has been sent in full, as long for its response head (unless it set undici's own
+ * `headersTimeout`); other requests pass through untouched.
  * @example `new Agent().compose(deadlineInterceptor({ defaultTimeoutMs: 10_000 }))`
  */
 export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispatcher.DispatcherComposeInterceptor {
   const policy = new DeadlinePolicy(options);
+  if (policy.headersTimeoutMs !== undefined) listenForRequestsSent();
   return (dispatch) =>
     function dispatchWithDeadline(opts: DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
       const active = context.active();
@@ -44,12 +47,14 @@ export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispat
       if (deadline.untilHeaders && opts.headersTimeout != null) return dispatch(opts, handler);
 
       const { at, source } = deadline;
-      const deadlineHandler = wrapWithDeadline(handler, at, source, deadline.untilHeaders);
+      const deadlineHandler = wrapWithDeadline(handler, at, source, deadline.untilHeaders ? { deadline, sentAtStart: sentInOneWrite(opts.body) } : undefined);
       const header = deadlineHeader(policy, deadline, () => hostOf(opts.origin));
       const dispatchOpts: DispatchOptions = kQueuedAbort === undefined && header === undefined ? opts : { ...opts };
       if (kQueuedAbort !== undefined) dispatchOpts[kQueuedAbort] = chainHooks(deadlineHandler.queuedAbortHook, opts[kQueuedAbort]);
       if (header !== undefined) dispatchOpts.headers = withDeadlineHeader(opts.headers, header);
       deadlineHandler.arm();
+      const outer = dispatching;
+      if (deadline.untilHeaders) dispatching = deadlineHandler;
       try {
         if (!deadline.fromPolicy) return dispatch(dispatchOpts, deadlineHandler);
         // The policy tightened the deadline: let the client span and the propagated header see it.
@@ -58,8 +63,40 @@ export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispat
       } catch (error) {
         deadlineHandler.disarm();
         throw error;
+      } finally {
+        dispatching = outer;
       }
     };
+}
+
+/**
+ * The handler under the headers bound whose dispatch is running: the undici request created
+ * synchronously meanwhile (`undici:request:create`) is its, and `undici:request:bodySent` tells it
+ * when that request has been sent in full. A request created later (an interceptor below that
+ * dispatches asynchronously) is not matched: its handler falls back on the shape of the body.
+ */
+let dispatching: DeadlineHandler | undefined;
+const handlerOf = new WeakMap<object, DeadlineHandler>();
+let listening = false;
+
+function listenForRequestsSent(): void {
+  if (listening) return;
+  listening = true;
+  subscribe('undici:request:create', (message) => {
+    const handler = dispatching;
+    if (handler === undefined) return;
+    dispatching = undefined; // one request per dispatch: the first one created
+    handlerOf.set((message as { request: object }).request, handler);
+    handler.hearsRequestSent();
+  });
+  subscribe('undici:request:bodySent', (message) => {
+    handlerOf.get((message as { request: object }).request)?.requestSent();
+  });
+}
+
+/** A body undici writes whole when the request starts: none, a string, bytes. */
+function sentInOneWrite(body: Dispatcher.DispatchOptions['body']): boolean {
+  return body == null || typeof body === 'string' || ArrayBuffer.isView(body) || body instanceof ArrayBuffer;
 }
 
 /** An outer layer (e.g. `undici.request` with a signal) may have set its own hook: both get the cancel. */

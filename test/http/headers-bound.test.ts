@@ -1,14 +1,17 @@
 import { SpanStatusCode } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
-import { Agent as HttpAgent } from 'node:http';
+import axios from 'axios';
+import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingHttpHeaders } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { createRequire } from 'node:module';
+import { Readable } from 'node:stream';
 import * as undici from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Health, isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
 import type { Client } from '../support/clients.js';
 import { expectDeadlineHeaderToInternalHosts, recordingServer } from '../support/deadline-header.js';
-import { answersAfter, loopbackLookup, neverAnswers, serve, streamsFor, type TestServer } from '../support/servers.js';
+import { answersAfter, loopbackLookup, neverAnswers, readsBody, serve, stallsHandshake, streamsFor, type TestServer } from '../support/servers.js';
 import { endedClientSpan } from '../support/tracing.js';
 
 /**
@@ -25,6 +28,10 @@ const exporter = new InMemorySpanExporter();
 let lifeline: Lifeline;
 const servers: Record<string, TestServer> = {};
 let recording: Awaited<ReturnType<typeof recordingServer>>;
+/** Reads the body, then never answers: `stuckUpload.state.bodyEndedAt` says when the body was in. */
+const stuckUpload = readsBody(false);
+/** What the forward proxy (a fake: it answers itself, as the upstream would) got, by request target. */
+const proxied = new Map<string, IncomingHttpHeaders>();
 /** Resolves every name to loopback, for the clients built on node:http. */
 const agent = new HttpAgent({ lookup: loopbackLookup as never });
 beforeAll(async () => {
@@ -46,6 +53,13 @@ beforeAll(async () => {
   servers.slow = await serve(answersAfter(SLOW_MS));
   servers.stream = await serve(streamsFor(SLOW_MS));
   servers.recording = recording = await recordingServer();
+  servers.upload = await serve(readsBody(true));
+  servers.uploadStuck = await serve(stuckUpload);
+  servers.handshake = await stallsHandshake();
+  servers.proxy = await serve((req, res) => {
+    proxied.set(req.url ?? '', req.headers);
+    res.end('ok');
+  });
 });
 afterAll(async () => {
   agent.destroy();
@@ -112,5 +126,108 @@ describe.each(NAMES)('%s, nothing else bounding the call', (client) => {
 
   it('x-request-timeout-ms goes to 127.0.0.1 and localhost, not to service.example.com, and not for the headers bound', async () => {
     await expectDeadlineHeaderToInternalHosts(recording, name, call);
+  });
+});
+
+/** The outcome of `call`: its value or its error, never a rejection. */
+const settle = (call: Promise<unknown>): Promise<unknown> => call.then((v) => v, (e: unknown) => e);
+
+/** A readable that gives `chunks` chunks of 1 KiB, one every `everyMs`: an upload slower than the bound. */
+function slowBody(chunks: number, everyMs: number): Readable {
+  let sent = 0;
+  return new Readable({
+    read() {
+      setTimeout(() => this.push(sent++ < chunks ? Buffer.alloc(1024, 'x') : null), everyMs);
+    },
+  });
+}
+
+/** A node:http PUT of a body written slowly (about `chunks * everyMs`); resolves with the response body. */
+function slowPut(target: string, chunks: number, everyMs: number, onRequest?: (request: ClientRequest) => void): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(target, { method: 'PUT' }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => {
+        resolve(body);
+      });
+      res.on('error', reject);
+    });
+    request.on('error', reject);
+    onRequest?.(request);
+    slowBody(chunks, everyMs).pipe(request);
+  });
+}
+
+describe('node:http: what the headers bound counts', () => {
+  // An upload of ~3 bounds: 9 chunks, one every third of the bound.
+  const CHUNKS = 9;
+  const EVERY_MS = BOUND_MS / 3;
+
+  it('an upload slower than the bound is not cut: sending the body is not counted', async () => {
+    expect(await slowPut(url('upload', '/put'), CHUNKS, EVERY_MS)).toBe(`ok ${String(CHUNKS * 1024)}`);
+  });
+
+  it('axios with a slowly streamed body: not cut', async () => {
+    const res = await axios.put<string>(url('upload', '/axios-put'), slowBody(CHUNKS, EVERY_MS), { responseType: 'text', headers: { 'content-type': 'application/octet-stream' } });
+    expect(res.data).toBe(`ok ${String(CHUNKS * 1024)}`);
+  });
+
+  it('once the body is sent, a server that never answers is cut at the bound after it, as a deadline', async () => {
+    const started = Date.now();
+    let finishedAt = 0;
+    const error = await settle(slowPut(url('uploadStuck', '/put'), CHUNKS, EVERY_MS, (request) => request.on('finish', () => (finishedAt = Date.now()))));
+    const failedAt = Date.now();
+    expect(isDeadlineExceeded(error), String(error)).toBe(true);
+    expect(finishedAt).toBeGreaterThan(0);
+    expect(failedAt - finishedAt).toBeGreaterThanOrEqual(BOUND_MS - 2); // timers may fire a ms early
+    expect(failedAt - stuckUpload.state.bodyEndedAt).toBeLessThan(BOUND_MS + 3_000);
+    expect(finishedAt - started).toBeGreaterThan(BOUND_MS); // the upload itself outlasted the bound
+  });
+
+  it('a connection that never completes (a TLS handshake the server never answers) is cut at the bound', async () => {
+    const started = Date.now();
+    const error = await settle(
+      new Promise((resolve, reject) => {
+        const request = httpsRequest(`https://127.0.0.1:${String(servers.handshake?.port)}/`, { method: 'PUT', rejectUnauthorized: false }, resolve);
+        request.on('error', reject);
+        request.end('body');
+      }),
+    );
+    expect(isDeadlineExceeded(error), String(error)).toBe(true);
+    expect(Date.now() - started).toBeLessThan(BOUND_MS + 3_000);
+  });
+
+  it("http.request({ timeout }) longer than the bound: the caller's timeout stands, the bound steps aside", async () => {
+    const body = await new Promise<string>((resolve, reject) => {
+      const request = httpRequest(url('slow', '/own-timeout'), { timeout: 10_000 }, (res) => {
+        res.setEncoding('utf8');
+        let text = '';
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => {
+          resolve(text);
+        });
+      });
+      request.on('timeout', () => request.destroy(new Error('own timeout')));
+      request.on('error', reject);
+      request.end();
+    });
+    expect(body).toBe('ok');
+  });
+
+  it("axios timeout longer than the bound (req.setTimeout): the caller's timeout stands", async () => {
+    const res = await axios.get<string>(url('slow', '/axios-timeout'), { responseType: 'text', timeout: 10_000 });
+    expect(res.data).toBe('ok');
+  });
+
+  it('through a plain-HTTP forward proxy (axios proxy), x-request-timeout-ms goes by the target host, not the proxy host', async () => {
+    const proxy = { protocol: 'http', host: '127.0.0.1', port: servers.proxy?.port ?? 0 };
+    await withTimeout(5_000, () => axios.get(`http://api.example.com:8080/third-party`, { proxy, responseType: 'text' }));
+    await withTimeout(5_000, () => axios.get(`http://localhost:8080/internal`, { proxy, responseType: 'text' }));
+    const third = proxied.get('http://api.example.com:8080/third-party');
+    expect(third?.host).toBe('api.example.com:8080');
+    expect(third?.['x-request-timeout-ms']).toBeUndefined();
+    expect(Number(proxied.get('http://localhost:8080/internal')?.['x-request-timeout-ms'])).toBeGreaterThan(3_000);
   });
 });

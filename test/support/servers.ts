@@ -147,3 +147,20 @@ export function loopbackLookup(_hostname: string, options: { all?: boolean }, ca
   if (options.all === true) callback(null, [{ address: '127.0.0.1', family: 4 }]);
   else callback(null, '127.0.0.1', 4);
 }
+
+/**
+ * Reads the whole request body, noting when it ended (`bodyEndedAt`, ms since the epoch), then
+ * answers `ok <bytes>` (`answers`) or never says a word: an upload endpoint, quick or stuck.
+ */
+export function readsBody(answers: boolean) {
+  const state = { bodyEndedAt: 0 };
+  const handler = (req: IncomingMessage, res: ServerResponse): void => {
+    let bytes = 0;
+    req.on('data', (chunk: Buffer) => (bytes += chunk.length));
+    req.on('end', () => {
+      state.bodyEndedAt = Date.now();
+      if (answers) res.writeHead(200, { 'content-type': 'text/plain' }).end(`ok ${String(bytes)}`);
+    });
+  };
+  return Object.assign(handler, { state });
+}

@@ -1,10 +1,10 @@
 import { propagation } from '@opentelemetry/api';
-import { Writable } from 'node:stream';
+import { Readable, Writable } from 'node:stream';
 import * as undici from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeadlineExceededError, DeadlinePropagator, installDeadlineDispatcher, isDeadlineExceeded, withTimeout, type InstalledDeadlineDispatcher } from '../../src/index.js';
 import { expectDeadlineHeaderToInternalHosts, recordingServer } from '../support/deadline-header.js';
-import { answersAfter, loopbackLookup, neverAnswers, serve, streamsFor, type TestServer } from '../support/servers.js';
+import { answersAfter, loopbackLookup, neverAnswers, readsBody, serve, stallsHandshake, streamsFor, type TestServer } from '../support/servers.js';
 
 /**
  * The headers bound and the deadline header on undici's path (Node's fetch, undici's fetch,
@@ -41,7 +41,13 @@ beforeAll(async () => {
   servers.slow = await serve(answersAfter(SLOW_MS));
   servers.stream = await serve(streamsFor(SLOW_MS));
   servers.recording = recording = await recordingServer();
+  servers.upload = await serve(readsBody(true));
+  servers.uploadStuck = await serve(stuckUpload);
+  servers.handshake = await stallsHandshake();
 });
+
+/** Reads the body, then never answers: `stuckUpload.state.bodyEndedAt` says when the body was in. */
+const stuckUpload = readsBody(false);
 afterAll(async () => {
   installed.uninstall();
   propagation.disable();
@@ -126,5 +132,77 @@ describe('undici.request options', () => {
     const error = await withTimeout(5_000, () => undici.request(url('recording', '/odd'), { headers: ['x-mine'] as never })).catch((e: unknown) => e);
     expect((error as { code?: string }).code).toBe('UND_ERR_INVALID_ARG');
     expect(recording.seen.has('/odd')).toBe(false);
+  });
+});
+
+describe('what the headers bound counts', () => {
+  // An upload of ~3 bounds: 9 chunks, one every third of the bound.
+  const CHUNKS = 9;
+  const EVERY_MS = BOUND_MS / 3;
+  /** A ReadableStream body given slowly; `state.endedAt`: when its last chunk was taken. */
+  const slowStream = () => {
+    const state = { endedAt: 0 };
+    let sent = 0;
+    const stream = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        await new Promise((resolve) => setTimeout(resolve, EVERY_MS));
+        if (sent++ < CHUNKS) controller.enqueue(new Uint8Array(1024));
+        else {
+          state.endedAt = Date.now();
+          controller.close();
+        }
+      },
+    });
+    return { stream, state };
+  };
+  const upload = (target: string, body: ReadableStream<Uint8Array>) => fetch(target, { method: 'PUT', body, duplex: 'half' });
+
+  it('fetch with a streamed body slower than the bound: not cut, sending the body is not counted', async () => {
+    const res = await upload(url('upload', '/fetch-put'), slowStream().stream);
+    expect(await res.text()).toBe(`ok ${String(CHUNKS * 1024)}`);
+  });
+
+  it('undici.request with a slow stream body: not cut', async () => {
+    async function* body() {
+      for (let i = 0; i < CHUNKS; i++) {
+        await new Promise((resolve) => setTimeout(resolve, EVERY_MS));
+        yield Buffer.alloc(1024);
+      }
+    }
+    const { body: res } = await undici.request(url('upload', '/request-put'), { method: 'PUT', body: Readable.from(body()) });
+    expect(await res.text()).toBe(`ok ${String(CHUNKS * 1024)}`);
+  });
+
+  it('once the streamed body is sent, a server that never answers is cut at the bound after it, as a deadline', async () => {
+    const started = Date.now();
+    const { stream, state } = slowStream();
+    const error = await upload(url('uploadStuck', '/fetch-put'), stream).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    const failedAt = Date.now();
+    expect(isDeadlineExceeded(error), String(error)).toBe(true);
+    expect(deadlineError(error)?.source).toBe('headers');
+    expect(state.endedAt - started).toBeGreaterThan(BOUND_MS); // the upload itself outlasted the bound
+    expect(failedAt - state.endedAt).toBeGreaterThanOrEqual(BOUND_MS - 2); // timers may fire a ms early
+    expect(failedAt - stuckUpload.state.bodyEndedAt).toBeLessThan(BOUND_MS + 3_000);
+  });
+
+  it('a Buffer body to a server that never answers: cut at the bound', async () => {
+    const error = await undici.request(url('silent', '/buffer-put'), { method: 'PUT', body: Buffer.alloc(1024) }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(deadlineError(error)?.source).toBe('headers');
+  });
+
+  it('a connection that never completes (a TLS handshake the server never answers) is cut at the bound', async () => {
+    const started = Date.now();
+    const error = await fetch(`https://127.0.0.1:${String(servers.handshake?.port)}/`, { method: 'POST', body: 'x' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(deadlineError(error)?.source, String(error)).toBe('headers');
+    expect(Date.now() - started).toBeLessThan(BOUND_MS + 3_000);
   });
 });
