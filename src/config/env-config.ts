@@ -76,7 +76,7 @@ function headerHostsFromEnv(env: NodeJS.ProcessEnv, name: string): EnvConfig['de
   if (value === undefined || value === 'internal' || value === 'all' || value === 'none') return value;
   const entries = value.split(',').map((entry) => entry.trim().toLowerCase());
   // Host names and .suffixes, or IP literals (IPv6 with colons, in brackets or not).
-  const bad = entries.find((entry) => !/^\.?[a-z0-9_-]+(\.[a-z0-9_-]+)*$/.test(entry) && !/^\[?[0-9a-f:.]+\]?$/.test(entry));
+  const bad = entries.find((entry) => !/^\.?[a-z0-9_-]+(\.[a-z0-9_-]+)*$/.test(entry) && !/^\[?[0-9a-f]*:[0-9a-f:.]*\]?$/.test(entry));
   if (bad !== undefined) throw invalidEnv(name, value, `internal, all, none, or comma-separated host names and .suffixes (${JSON.stringify(bad)} is neither)`);
   return entries;
 }

@@ -19,7 +19,7 @@ describe('readEnvConfig (SPEC §10)', () => {
         LIFELINE_ESM_HOOK: 'off',
         LIFELINE_AUTO_INSTRUMENTATIONS: 'off',
         LIFELINE_HEADERS_TIMEOUT_MS: '0',
-        LIFELINE_DEADLINE_HEADER_HOSTS: 'internal, .Corp.example.com,billing',
+        LIFELINE_DEADLINE_HEADER_HOSTS: 'internal, .Corp.example.com,billing,fd00::1',
       }),
     ).toEqual({
       probe: { port: 9000, host: '0.0.0.0' },
@@ -30,7 +30,7 @@ describe('readEnvConfig (SPEC §10)', () => {
       esmHook: false,
       autoInstrumentations: false,
       headersTimeoutMs: 0,
-      deadlineHeaderHosts: ['internal', '.corp.example.com', 'billing'],
+      deadlineHeaderHosts: ['internal', '.corp.example.com', 'billing', 'fd00::1'],
     });
     expect(readEnvConfig({ LIFELINE_DEADLINE_HEADER_HOSTS: 'none' }).deadlineHeaderHosts).toBe('none');
   });

@@ -1,12 +1,12 @@
 import type * as Grpc from '@grpc/grpc-js';
 import { createRequire } from 'node:module';
-import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { currentDeadline, Health, isDeadlineExceeded, withTimeout } from '../../src/index.js';
-import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
+import { currentDeadline, isDeadlineExceeded, withTimeout } from '../../src/index.js';
+import type { Lifeline } from '../../src/sdk/index.js';
 import { lateness } from '../support/clients.js';
 import { stallsHandshake } from '../support/servers.js';
-import { endedClientSpan } from '../support/tracing.js';
+import { endedClientSpan, startInMemoryLifeline } from '../support/tracing.js';
 import { serverStream, startGrpcService, unary, type GrpcService } from '../support/grpc.js';
 
 /**
@@ -17,11 +17,7 @@ const exporter = new InMemorySpanExporter();
 let lifeline: Lifeline;
 let service: GrpcService;
 beforeAll(async () => {
-  lifeline = await startLifeline({
-    spanProcessors: [new SimpleSpanProcessor({ exporter })],
-    health: new Health(),
-    probe: false,
-    handleSigterm: false,
+  lifeline = await startInMemoryLifeline(exporter, {
     propagation: { maxInboundMs: 10_000 },
   });
   // Required after the SDK started, as a CommonJS service under `--import otel-lifeline/register` does.

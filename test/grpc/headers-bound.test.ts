@@ -1,11 +1,11 @@
 import type * as Grpc from '@grpc/grpc-js';
-import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { currentDeadline, Health, isDeadlineExceeded, withTimeout } from '../../src/index.js';
-import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
+import { currentDeadline, isDeadlineExceeded, withTimeout } from '../../src/index.js';
+import type { Lifeline } from '../../src/sdk/index.js';
 import { serverStream, startGrpcService, unary, type GrpcService } from '../support/grpc.js';
-import { endedClientSpan } from '../support/tracing.js';
+import { endedClientSpan, startInMemoryLifeline } from '../support/tracing.js';
 
 /**
  * The headers bound on @grpc/grpc-js clients under startLifeline, against a real gRPC server on
@@ -21,11 +21,7 @@ let service: GrpcService;
 /** The same service through `localhost`, which the policy rule matches. */
 let ruled: GrpcService['client'];
 beforeAll(async () => {
-  lifeline = await startLifeline({
-    spanProcessors: [new SimpleSpanProcessor({ exporter })],
-    health: new Health(),
-    probe: false,
-    handleSigterm: false,
+  lifeline = await startInMemoryLifeline(exporter, {
     deadlines: { headersTimeoutMs: BOUND_MS, policy: [{ match: { 'server.address': 'localhost' }, timeoutMs: 10_000 }] },
   });
   // Required after the SDK started, as a CommonJS service under `--import otel-lifeline/register` does.

@@ -1,15 +1,15 @@
 import { SpanStatusCode } from '@opentelemetry/api';
-import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { createHook } from 'node:async_hooks';
 import { createRequire } from 'node:module';
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { createConnection } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Health, isDeadlineExceeded, withTimeout } from '../../src/index.js';
-import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
+import { isDeadlineExceeded, withTimeout } from '../../src/index.js';
+import type { Lifeline } from '../../src/sdk/index.js';
 import { lateness, type Client } from '../support/clients.js';
 import { answersOk, neverAnswers, selfSignedCertificate, serve, serveTls, stallsBody, stallsHandshake, type TestServer } from '../support/servers.js';
-import { endedClientSpan } from '../support/tracing.js';
+import { endedClientSpan, startInMemoryLifeline } from '../support/tracing.js';
 
 /**
  * Every HTTP client a Node service uses, against real loopback servers that stall in each phase,
@@ -34,11 +34,7 @@ beforeAll(async () => {
     policyHeaders.push(String(req.headers['x-request-timeout-ms']));
     res.end('ok');
   });
-  lifeline = await startLifeline({
-    spanProcessors: [new SimpleSpanProcessor({ exporter })],
-    health: new Health(),
-    probe: false,
-    handleSigterm: false,
+  lifeline = await startInMemoryLifeline(exporter, {
     deadlines: { policy: [{ match: { 'server.port': servers.policy.port }, timeoutMs: 1_500 }] },
   });
   // A CommonJS require of the core modules after the SDK started lets its hook patch them, as

@@ -1,5 +1,5 @@
 import { SpanStatusCode } from '@opentelemetry/api';
-import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import axios from 'axios';
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingHttpHeaders } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -7,12 +7,12 @@ import { createRequire } from 'node:module';
 import { Readable } from 'node:stream';
 import * as undici from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Health, isDeadlineExceeded, withTimeout } from '../../src/index.js';
-import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
+import { isDeadlineExceeded, withTimeout } from '../../src/index.js';
+import type { Lifeline } from '../../src/sdk/index.js';
 import type { Client } from '../support/clients.js';
 import { expectDeadlineHeaderToInternalHosts, recordingServer } from '../support/deadline-header.js';
 import { answersAfter, loopbackLookup, neverAnswers, readsBody, serve, stallsHandshake, streamsFor, type TestServer } from '../support/servers.js';
-import { endedClientSpan } from '../support/tracing.js';
+import { endedClientSpan, startInMemoryLifeline } from '../support/tracing.js';
 
 /**
  * The headers bound and the deadline header for every client a service uses, under startLifeline
@@ -35,11 +35,7 @@ const proxied = new Map<string, IncomingHttpHeaders>();
 /** Resolves every name to loopback, for the clients built on node:http. */
 const agent = new HttpAgent({ lookup: loopbackLookup as never });
 beforeAll(async () => {
-  lifeline = await startLifeline({
-    spanProcessors: [new SimpleSpanProcessor({ exporter })],
-    health: new Health(),
-    probe: false,
-    handleSigterm: false,
+  lifeline = await startInMemoryLifeline(exporter, {
     deadlines: {
       dispatcher: new undici.Agent({ connect: { lookup: loopbackLookup as never } }),
       headersTimeoutMs: BOUND_MS,

@@ -1,5 +1,7 @@
 import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan, type SpanProcessor } from '@opentelemetry/sdk-trace';
+import { Health } from '../../src/index.js';
+import { startLifeline, type Lifeline, type LifelineOptions } from '../../src/sdk/index.js';
 
 /** A real SDK tracer provider whose ended spans land in memory, for span-shape assertions. */
 export function memoryTracing(processors: SpanProcessor[] = []): { provider: TracerProvider; spans: () => ReadableSpan[] } {
@@ -28,4 +30,12 @@ export async function endedClientSpan(spans: () => ReadableSpan[], match: (span:
     await new Promise((resolve) => setImmediate(resolve));
   }
   return undefined;
+}
+
+/**
+ * `startLifeline` as the in-process tests run it: spans to `exporter` as they end, a catalog of
+ * the test's own, no probe server, SIGTERM left alone; `options` adds the rest.
+ */
+export function startInMemoryLifeline(exporter: InMemorySpanExporter, options: LifelineOptions = {}): Promise<Lifeline> {
+  return startLifeline({ spanProcessors: [new SimpleSpanProcessor({ exporter })], health: new Health(), probe: false, handleSigterm: false, ...options });
 }
