@@ -86,12 +86,27 @@ function raw(env: NodeJS.ProcessEnv, name: string): string | undefined {
   return value === undefined || value === '' ? undefined : value;
 }
 
-function integer(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number | undefined {
+/** What {@link envInteger} found: nothing set, an integer in range, or a value that is neither. */
+export type EnvInteger = { readonly value: number | undefined } | { readonly invalid: string; readonly expected: string };
+
+/**
+ * The one rule for a numeric setting: decimal digits only (no sign, fraction, exponent or hex, so
+ * `1e3` or `0x10` cannot slip through `Number`), from `min` to `max`. Unset or blank is no value.
+ * Callers choose what an invalid value costs: `LIFELINE_*` fail the start, `OTEL_*` warn and fall
+ * back to the default as the OpenTelemetry SDK does.
+ */
+export function envInteger(env: NodeJS.ProcessEnv, name: string, min: number, max: number): EnvInteger {
   const value = raw(env, name);
-  if (value === undefined) return undefined;
-  const n = /^\d+$/.test(value) ? Number(value) : Number.NaN;
-  if (!(n >= min && n <= max)) throw invalidEnv(name, value, `an integer from ${min} to ${max}`);
-  return n;
+  if (value === undefined) return { value: undefined };
+  // Bounded before Number(): 16 digits already exceed any max a caller passes.
+  const n = /^\d{1,16}$/.test(value) ? Number(value) : Number.NaN;
+  return n >= min && n <= max ? { value: n } : { invalid: value, expected: `an integer from ${String(min)} to ${String(max)}` };
+}
+
+function integer(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number | undefined {
+  const result = envInteger(env, name, min, max);
+  if ('invalid' in result) throw invalidEnv(name, result.invalid, result.expected);
+  return result.value;
 }
 
 function host(env: NodeJS.ProcessEnv, name: string): string | undefined {

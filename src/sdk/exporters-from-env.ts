@@ -1,5 +1,7 @@
 import { BatchSpanProcessor, ConsoleSpanExporter, type SpanExporter } from '@opentelemetry/sdk-trace';
+import { envInteger } from '../config/index.js';
 import { LifelineError } from '../errors/index.js';
+import { loggerOrDefault, type Logger } from '../log/index.js';
 
 /**
  * The span exporters `OTEL_TRACES_EXPORTER` names (default `otlp`, protocol from
@@ -34,21 +36,52 @@ async function otlpExporter(env: NodeJS.ProcessEnv): Promise<SpanExporter> {
   }
 }
 
-/** A batch processor for `exporter` tuned by `OTEL_BSP_*`, as NodeSDK would build it. */
-export function batchProcessorFromEnv(exporter: SpanExporter, env: NodeJS.ProcessEnv = process.env): BatchSpanProcessor {
-  const tuning = {
-    maxQueueSize: count(env, 'OTEL_BSP_MAX_QUEUE_SIZE'),
-    scheduledDelayMillis: count(env, 'OTEL_BSP_SCHEDULE_DELAY'),
-    exportTimeoutMillis: count(env, 'OTEL_BSP_EXPORT_TIMEOUT'),
-    maxExportBatchSize: count(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE'),
-  };
-  return new BatchSpanProcessor({ exporter, ...Object.fromEntries(Object.entries(tuning).filter(([, value]) => value !== undefined)) });
+/** The `OTEL_BSP_*` tuning every batch processor gets; `undefined` leaves the SDK's default. */
+export interface BatchTuning {
+  maxQueueSize?: number;
+  maxExportBatchSize?: number;
+  scheduledDelayMillis?: number;
+  exportTimeoutMillis?: number;
 }
 
-function count(env: NodeJS.ProcessEnv, name: string): number | undefined {
-  const raw = env[name]?.trim();
-  if (raw === undefined || raw === '') return undefined;
-  const value = Number(raw);
-  if (!Number.isFinite(value) || value < 0) throw new LifelineError('ERR_INVALID_OPTION', `invalid ${name}=${JSON.stringify(raw)} (expected a number >= 0)`);
-  return value;
+// setTimeout fires at once above 2^31-1 ms: a longer delay would export in a tight loop.
+const MAX_TIMER_MS = 2_147_483_647;
+const DEFAULT_QUEUE_SIZE = 2048;
+const DEFAULT_BATCH_SIZE = 512;
+
+/**
+ * `OTEL_BSP_*` read and validated once, as the OpenTelemetry SDK's configuration rules have it:
+ * sizes are integers >= 1, the batch at most the queue, delay and timeout integers of ms within a
+ * timer's range. A bad value is warned about (naming the variable) and the default used instead,
+ * as the SDK does, never passed on: a batch size of 0 makes the processor's flush loop forever and
+ * wedges the process at shutdown.
+ */
+export function batchTuningFromEnv(env: NodeJS.ProcessEnv = process.env, logger: Logger = loggerOrDefault(undefined)): BatchTuning {
+  const read = (name: string, min: number, max: number): number | undefined => {
+    const result = envInteger(env, name, min, max);
+    if (!('invalid' in result)) return result.value;
+    logger.warn({ variable: name, value: result.invalid }, `lifeline: invalid ${name}=${JSON.stringify(result.invalid)} (expected ${result.expected}); using the default`);
+    return undefined;
+  };
+  const maxQueueSize = read('OTEL_BSP_MAX_QUEUE_SIZE', 1, Number.MAX_SAFE_INTEGER);
+  const queue = maxQueueSize ?? DEFAULT_QUEUE_SIZE;
+  let maxExportBatchSize = read('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 1, Number.MAX_SAFE_INTEGER);
+  if (maxExportBatchSize !== undefined && maxExportBatchSize > queue) {
+    logger.warn({ variable: 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', value: String(maxExportBatchSize) }, `lifeline: OTEL_BSP_MAX_EXPORT_BATCH_SIZE=${String(maxExportBatchSize)} exceeds the queue size ${String(queue)}; using the default`);
+    maxExportBatchSize = undefined;
+  }
+  // The default batch is capped by a smaller queue, as the SDK's processor itself would.
+  if (maxExportBatchSize === undefined && queue < DEFAULT_BATCH_SIZE) maxExportBatchSize = queue;
+  const tuning: Record<keyof BatchTuning, number | undefined> = {
+    maxQueueSize,
+    maxExportBatchSize,
+    scheduledDelayMillis: read('OTEL_BSP_SCHEDULE_DELAY', 0, MAX_TIMER_MS),
+    exportTimeoutMillis: read('OTEL_BSP_EXPORT_TIMEOUT', 0, MAX_TIMER_MS),
+  };
+  return Object.fromEntries(Object.entries(tuning).filter(([, value]) => value !== undefined));
+}
+
+/** A batch processor for `exporter` tuned by `tuning` (from {@link batchTuningFromEnv}), as NodeSDK would build it. */
+export function batchProcessorFromEnv(exporter: SpanExporter, tuning: BatchTuning = batchTuningFromEnv()): BatchSpanProcessor {
+  return new BatchSpanProcessor({ exporter, ...tuning });
 }

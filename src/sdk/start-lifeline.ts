@@ -8,7 +8,7 @@ import { loggerOrDefault } from '../log/index.js';
 import { autoInstrumentations } from './auto-instrumentations.js';
 import { installEsmHook, instrumentedModules } from './esm-hook.js';
 import { ExportWarningExporter, otlpDestination } from './export-warning.js';
-import { batchProcessorFromEnv, traceExportersFromEnv } from './exporters-from-env.js';
+import { batchProcessorFromEnv, batchTuningFromEnv, traceExportersFromEnv } from './exporters-from-env.js';
 import { assembleParts, lifelineRunning, type Lifeline, type LifelineParts, type LifelinePartsOptions } from './lifeline-parts.js';
 
 /** Options of {@link startLifeline}. */
@@ -128,5 +128,6 @@ async function exportingProcessors(options: LifelineOptions): Promise<SpanProces
   const exporters = options.traceExporter
     ? [new ExportWarningExporter(options.traceExporter, logger, 'traceExporter')]
     : (await traceExportersFromEnv()).map((exporter) => new ExportWarningExporter(exporter, logger, otlpDestination()));
-  return exporters.map((exporter) => batchProcessorFromEnv(exporter));
+  const tuning = batchTuningFromEnv(process.env, logger); // once, so a bad value is warned about once
+  return exporters.map((exporter) => batchProcessorFromEnv(exporter, tuning));
 }
