@@ -16,15 +16,26 @@ export function deadlineHeaderValue(at: number): string {
   return String(Math.max(0, Math.floor(at - Date.now())));
 }
 
-// At most 10 digits (~115 days): anything longer is not a budget a sane caller sends.
-const BUDGET = /^\d{1,10}$/;
+// Decimal digits only; a sign, fraction, exponent or any other character makes the value malformed.
+const BUDGET = /^\d+$/;
+// Beyond 15 significant digits Number() stops being exact (and far beyond it, Infinity): such a
+// budget is read as "more than any maxInboundMs" without being converted.
+const MAX_EXACT_DIGITS = 15;
+
+/** A well-formed budget in ms (`Infinity` when it is too long to convert exactly), or `undefined`. */
+function parseBudget(text: string): number | undefined {
+  if (!BUDGET.test(text)) return undefined;
+  const significant = text.replace(/^0+(?=\d)/, '');
+  return significant.length > MAX_EXACT_DIGITS ? Number.POSITIVE_INFINITY : Number(significant);
+}
 
 /**
  * Carries deadlines across services. Outgoing, lifeline's clients (not this propagator) send the
  * remaining budget of a call's deadline as `x-request-timeout-ms` to the hosts `deadlineHeaderHosts`
  * allows; the propagator must still be the SDK's (with W3C trace context and baggage) for them to
  * do it. Incoming: a valid header from a trusted caller becomes the handler's
- * deadline (`source` `inbound`), raised to `minInboundMs` and clamped to `maxInboundMs`. A relative
+ * deadline (`source` `inbound`), raised to `minInboundMs` and clamped to `maxInboundMs` (a budget of any
+ * number of digits: an absurdly long one is clamped, not ignored). A relative
  * budget, not an absolute time, so the callers' and servers' clocks need not agree. Malformed
  * values are ignored, never thrown on.
  *
@@ -64,13 +75,13 @@ export class DeadlinePropagator implements TextMapPropagator {
     // Repeated headers are ambiguous: ignore rather than guess which one the caller meant.
     const value = Array.isArray(raw) ? (raw.length === 1 ? (raw[0] as unknown) : undefined) : raw;
     if (typeof value !== 'string') return ctx;
-    const text = value.trim();
-    if (!BUDGET.test(text)) return ctx;
+    const budget = parseBudget(value.trim());
+    if (budget === undefined) return ctx;
     if (!trust.trusts(inboundPeerOf(carrier))) {
       this.#warnUnrecorded();
       return ctx;
     }
-    const at = this.#inbound.deadlineAt(Number(text));
+    const at = this.#inbound.deadlineAt(budget);
     const current = deadlineOf(ctx);
     if (current !== undefined && current.at <= at) return ctx;
     return contextWithDeadline(ctx, new DeadlineScope(at, 'inbound'));

@@ -38,13 +38,28 @@ describe('DeadlinePropagator (SPEC §6)', () => {
     expect(deadline?.remainingMs()).toBeGreaterThan(59_000);
   });
 
+  // Issue 12 item 8: an 11-digit budget was ignored (no deadline at all) instead of clamped.
+  const LONG = ['12345678901', '99999999999999', '999999999999999', '1000000000000000', '9'.repeat(400), `00${'9'.repeat(30)}`];
+  it.each(LONG.map((value) => [`${value.slice(0, 16)}${value.length > 16 ? '…' : ''} (${String(value.length)} digits)`, value]))('clamps the long all-digit budget %s to maxInboundMs', (_label, value) => {
+    const deadline = extract({ [DEADLINE_HEADER]: value });
+    expect(deadline?.source).toBe('inbound');
+    expect(deadline?.remainingMs()).toBeLessThanOrEqual(60_000);
+    expect(deadline?.remainingMs()).toBeGreaterThan(59_000);
+  });
+
+  it('reads leading zeros as the number they pad', () => {
+    const deadline = extract({ [DEADLINE_HEADER]: `${'0'.repeat(40)}750` });
+    expect(deadline?.remainingMs()).toBeLessThanOrEqual(750);
+    expect(deadline?.remainingMs()).toBeGreaterThan(500);
+  });
+
   it('keeps a tighter deadline already in the context', () => {
     withTimeout(100, () => {
       expect(extract({ [DEADLINE_HEADER]: '5000' }, context.active())?.source).toBe('scope');
     });
   });
 
-  it.each(['', ' ', '-5', '1.5', '1e3', '0x10', 'abc', '12345678901', '٣٠٠', '+5', '5 5', '5,5', 'Infinity', 'NaN'])('ignores the malformed value %j', (value) => {
+  it.each(['', ' ', '-5', '1.5', '1e3', '0x10', 'abc', '1234567890x', `${'9'.repeat(400)}.5`, '٣٠٠', '+5', '5 5', '5,5', 'Infinity', 'NaN'])('ignores the malformed value %j', (value) => {
     expect(extract({ [DEADLINE_HEADER]: value })).toBeUndefined();
   });
 
