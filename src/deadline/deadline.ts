@@ -1,5 +1,6 @@
 import { context, createContextKey, type Context } from '@opentelemetry/api';
 import { invalidOption } from '../errors/index.js';
+import { monotonicNow, monotonicOf } from './clock.js';
 import { ensureContextManager } from './context-manager.js';
 import { DeadlineExceededError, type DeadlineSource } from './deadline-exceeded-error.js';
 
@@ -9,7 +10,7 @@ export interface Deadline {
   readonly at: number;
   /** Where it came from. */
   readonly source: DeadlineSource;
-  /** Milliseconds left, never negative. */
+  /** Whole milliseconds left (rounded up), never negative; measured on the monotonic clock, so a step of the wall clock does not change it. */
   remainingMs(): number;
   /**
    * Aborts at the deadline with a {@link DeadlineExceededError} reason, for APIs that take a
@@ -27,22 +28,37 @@ const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * One deadline and its lazily created signal. Most deadlines are only compared, never awaited, so
- * no timer or AbortController exists until someone reads `signal`.
+ * no timer or AbortController exists until someone reads `signal`. `at` (epoch ms) is for display;
+ * `monotonicAt` is what remaining time, comparisons and timers use (see `clock.ts`).
  */
 export class DeadlineScope implements Deadline {
   readonly at: number;
   readonly source: DeadlineSource;
+  /** The deadline's monotonic reading: taken when it was made, unmoved by wall-clock steps. */
+  readonly monotonicAt: number;
   #controller: AbortController | undefined;
   #timer: NodeJS.Timeout | undefined;
   #released = false;
 
-  constructor(at: number, source: DeadlineSource) {
+  /** @param at - epoch ms; `monotonicAt` - its monotonic reading when the caller took both clocks itself. */
+  constructor(at: number, source: DeadlineSource, monotonicAt: number = monotonicOf(at)) {
     this.at = at;
     this.source = source;
+    this.monotonicAt = monotonicAt;
+  }
+
+  /** A deadline `ms` from now, both readings taken now. */
+  static after(ms: number, source: DeadlineSource): DeadlineScope {
+    return new DeadlineScope(Date.now() + ms, source, monotonicNow() + ms);
   }
 
   remainingMs(): number {
-    return Math.max(0, this.at - Date.now());
+    return Math.max(0, Math.ceil(this.monotonicAt - monotonicNow()));
+  }
+
+  /** True once the deadline has passed. */
+  passed(): boolean {
+    return this.monotonicAt - monotonicNow() < 0;
   }
 
   get signal(): AbortSignal {
@@ -61,7 +77,7 @@ export class DeadlineScope implements Deadline {
   }
 
   #arm(): void {
-    const remaining = this.at - Date.now();
+    const remaining = this.monotonicAt - monotonicNow();
     if (remaining <= 0) {
       this.#timer = undefined;
       this.#controller?.abort(new DeadlineExceededError(this.at, this.source));
@@ -98,7 +114,7 @@ export function currentDeadline(): Deadline | undefined {
 export function withDeadline<T>(at: number | Date, fn: () => T): T {
   const ms = at instanceof Date ? at.getTime() : at;
   if (typeof ms !== 'number' || !(Math.abs(ms) <= MAX_DEADLINE_MS)) throw invalidOption('deadline', at, 'an epoch-ms number or a valid Date');
-  return runWithDeadline(ms, 'scope', fn);
+  return runWithDeadline(ms, monotonicOf(ms), 'scope', fn);
 }
 
 /**
@@ -108,7 +124,7 @@ export function withDeadline<T>(at: number | Date, fn: () => T): T {
 export function withTimeout<T>(ms: number, fn: () => T): T {
   const now = Date.now();
   if (typeof ms !== 'number' || !(ms >= 0 && now + ms <= MAX_DEADLINE_MS)) throw invalidOption('timeout', ms, 'a number of ms >= 0 ending within the range of a Date');
-  return runWithDeadline(now + ms, 'scope', fn);
+  return runWithDeadline(now + ms, monotonicNow() + ms, 'scope', fn);
 }
 
 /**
@@ -142,15 +158,15 @@ export function withoutDeadline<T>(fn: () => T): T {
   return detached === active ? fn() : context.with(detached, fn);
 }
 
-function runWithDeadline<T>(at: number, source: DeadlineSource, fn: () => T): T {
+function runWithDeadline<T>(at: number, monotonicAt: number, source: DeadlineSource, fn: () => T): T {
   ensureContextManager();
   const active = context.active();
   const current = deadlineOf(active);
   // Deadlines only shrink: a later one changes nothing, not even the source.
-  if (current !== undefined && current.at <= at) return fn();
+  if (current !== undefined && current.monotonicAt <= monotonicAt) return fn();
   // No release when fn settles: most scopes never create a timer, and waiting on every result
   // would cost a promise per call on the hottest path. A signal read here lives to the deadline.
-  return context.with(contextWithDeadline(active, new DeadlineScope(at, source)), fn);
+  return context.with(contextWithDeadline(active, new DeadlineScope(at, source, monotonicAt)), fn);
 }
 
 /** How a piece of work ended. */

@@ -1,6 +1,6 @@
 import { context } from '@opentelemetry/api';
 import { isIP } from 'node:net';
-import { contextWithDeadline, DeadlineExceededError, deadlineOf, DeadlineScope, DeadlineTimer } from '../deadline/index.js';
+import { contextWithDeadline, DeadlineExceededError, deadlineOf, DeadlineScope, DeadlineTimer, epochOf, monotonicNow } from '../deadline/index.js';
 import type { InboundDeadlines } from '../inbound/index.js';
 import { callDeadline, DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
 
@@ -46,7 +46,8 @@ export function grpcCallDeadline(policy: DeadlinePolicy, own: GrpcDeadline | und
   if (deadline === undefined) return undefined;
   const ownAt = toEpochMs(own);
   if (deadline.untilHeaders) return ownAt === undefined && method?.requestStream !== true && method?.responseStream !== true ? deadline : undefined;
-  return ownAt !== undefined && ownAt <= deadline.at ? undefined : deadline;
+  // The caller's own deadline is a wall time: compared with ours as the clocks stand now.
+  return ownAt !== undefined && ownAt <= epochOf(deadline.monotonicAt) ? undefined : deadline;
 }
 
 /**
@@ -54,11 +55,11 @@ export function grpcCallDeadline(policy: DeadlinePolicy, own: GrpcDeadline | und
  * its response metadata or its status came first. No `grpc-timeout` is sent: the server is not
  * bounded by it. Everything but the listener is passed on as it is.
  */
-export function boundUntilMetadata<T>(call: T, at: number): T {
+export function boundUntilMetadata<T>(call: T, at: number, monotonicAt: number): T {
   const bounded = call as T & GrpcCall;
   const start = bounded.start;
   bounded.start = function (this: GrpcCall, metadata: unknown, listener?: Partial<GrpcListener>): void {
-    const timer = new DeadlineTimer(at, expireCall, { call: bounded, at });
+    const timer = new DeadlineTimer(at, expireCall, { call: bounded, at }, monotonicAt);
     start.call(this, metadata, {
       onReceiveMetadata(received: unknown): void {
         timer.cancel();
@@ -97,8 +98,8 @@ export function grpcDeadlineInterceptor(options: DeadlinePolicyOptions = {}): <T
   return (callOptions, nextCall) => {
     const deadline = grpcCallDeadline(policy, callOptions.deadline, callOptions.method_definition, () => '');
     if (deadline === undefined) return nextCall(callOptions);
-    if (deadline.untilHeaders) return boundUntilMetadata(nextCall(callOptions), deadline.at);
-    return nextCall({ ...callOptions, deadline: deadline.at });
+    if (deadline.untilHeaders) return boundUntilMetadata(nextCall(callOptions), deadline.at, deadline.monotonicAt);
+    return nextCall({ ...callOptions, deadline: grpcDeadline(deadline) });
   };
 }
 
@@ -111,12 +112,12 @@ export function grpcDeadlineInterceptor(options: DeadlinePolicyOptions = {}): <T
 export function runWithInboundDeadline<T>(callDeadline: GrpcDeadline | undefined, inbound: InboundDeadlines, peer: () => string | undefined, handler: () => T): T {
   const callerAt = toEpochMs(callDeadline);
   if (callerAt === undefined || !(inbound.trust.fixed ?? inbound.trust.trusts(peerAddress(peer)))) return handler();
-  const now = Date.now();
-  const at = inbound.deadlineAt(callerAt - now, now);
+  // grpc-js gives the caller's deadline as a wall time: turned back into a budget once, here.
+  const ms = inbound.budgetMs(callerAt - Date.now());
   const active = context.active();
   const current = deadlineOf(active);
-  if (current !== undefined && current.at <= at) return handler();
-  return context.with(contextWithDeadline(active, new DeadlineScope(at, 'inbound')), handler);
+  if (current !== undefined && current.monotonicAt <= monotonicNow() + ms) return handler();
+  return context.with(contextWithDeadline(active, DeadlineScope.after(ms, 'inbound')), handler);
 }
 
 /**
@@ -134,6 +135,14 @@ function peerAddress(peer: () => string | undefined): string | undefined {
   const hostPort = /^\[?([^\]]*?)\]?:\d+$/.exec(text);
   const address = hostPort?.[1] ?? text;
   return isIP(address.replace(/%.*$/, '')) !== 0 ? address : isIP(text) !== 0 ? text : undefined;
+}
+
+/**
+ * The deadline grpc-js is given: a wall time, which it turns into a timeout at once; derived from
+ * the monotonic reading now, so a wall-clock step since the deadline was made does not move it.
+ */
+export function grpcDeadline(deadline: CallDeadline): number {
+  return epochOf(deadline.monotonicAt);
 }
 
 function toEpochMs(deadline: GrpcDeadline | undefined): number | undefined {

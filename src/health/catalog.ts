@@ -1,5 +1,5 @@
 import { trace, type TracerProvider, type Tracer } from '@opentelemetry/api';
-import { ensureContextManager } from '../deadline/index.js';
+import { ensureContextManager, monotonicNow } from '../deadline/index.js';
 import { Diagnostics, type DiagnosedComponent, type DiagnosticSnapshot, type DiagnosticsOptions, type HealthDiagnostics } from '../diagnostics/index.js';
 import { invalidOption, LifelineError } from '../errors/index.js';
 import { defaultLogger } from '../log/index.js';
@@ -154,15 +154,17 @@ export class Health {
   check(): void {
     if (this.#closed) return;
     const now = Date.now();
-    const deadline = now + this.interval * this.buffer;
+    const budget = this.interval * this.buffer;
+    const deadline = now + budget;
+    const deadlineMonotonic = monotonicNow() + budget;
     let changed = false;
     const turned: DiagnosedComponent[] = [];
     for (const component of this.#components.values()) {
-      if (!component.ping(now, deadline)) continue;
+      if (!component.ping(now, deadline, deadlineMonotonic)) continue;
       changed = true;
       if (!component.healthy) turned.push(component.diagnosed());
     }
-    this.#lastRound = now;
+    this.#lastRound = monotonicNow();
     if (changed) this.#verdicts = {};
     try {
       this.#diagnostics.onRound(turned, turned.length > 0 || this.#hasUnhealthy(), () => this.#unhealthyComponents());
@@ -214,6 +216,7 @@ export class Health {
       bufferSize: this.buffer,
       registeredAt: now,
       firstDeadline: now + this.interval,
+      firstDeadlineMonotonic: monotonicNow() + this.interval,
       tracer: this.#tracer,
       onDeregister: (gone) => {
         this.#deregister(gone);
@@ -221,7 +224,7 @@ export class Health {
     });
     this.#components.set(name, component);
     this.#verdicts = {};
-    if (this.#timer === undefined) this.#startTimer(now);
+    if (this.#timer === undefined) this.#startTimer();
     return component;
   }
 
@@ -231,8 +234,8 @@ export class Health {
     if (this.#components.size === 0) this.#stopTimer();
   }
 
-  #startTimer(now: number): void {
-    this.#lastRound = now;
+  #startTimer(): void {
+    this.#lastRound = monotonicNow();
     // unref: a catalog never keeps a process alive.
     this.#timer = setInterval(() => {
       this.check();
@@ -251,7 +254,9 @@ export class Health {
   #selfHealthy(): boolean {
     if (this.#closed) return false;
     if (this.#timer === undefined) return true;
-    return Date.now() - this.#lastRound <= 2 * this.interval;
+    // On the monotonic clock: a wall clock stepped forward failed a healthy process (a restart for
+    // nothing), and stepped back hid a stalled one for the length of the step.
+    return monotonicNow() - this.#lastRound <= 2 * this.interval;
   }
 
   #collect(probe: ProbeKind): Verdicts {

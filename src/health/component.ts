@@ -7,6 +7,7 @@ import { Tick, type ComponentProbe } from './tick.js';
 interface BufferedTick {
   readonly issuedAt: number;
   readonly deadline: number;
+  readonly deadlineMonotonic: number;
 }
 
 /** @internal What a handle needs from its catalog. */
@@ -17,6 +18,7 @@ export interface ComponentInit {
   bufferSize: number;
   registeredAt: number;
   firstDeadline: number;
+  firstDeadlineMonotonic: number;
   tracer: Tracer;
   onDeregister: (component: ComponentHandle) => void;
 }
@@ -52,7 +54,7 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
     this.#tracer = init.tracer;
     this.#onDeregister = init.onDeregister;
     // A full buffer at registration: the component is unhealthy until it takes a tick and a round passes.
-    for (let i = 0; i < init.bufferSize; i++) this.#buffer.push({ issuedAt: init.registeredAt, deadline: init.firstDeadline });
+    for (let i = 0; i < init.bufferSize; i++) this.#buffer.push({ issuedAt: init.registeredAt, deadline: init.firstDeadline, deadlineMonotonic: init.firstDeadlineMonotonic });
   }
 
   /** @internal What diagnostics need: the name, probe and the trace of the last tick taken. */
@@ -74,17 +76,17 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
    * @internal One ping round: offer a tick; the component is healthy iff its buffer had room.
    * Returns whether the verdict changed.
    */
-  ping(issuedAt: number, deadline: number): boolean {
+  ping(issuedAt: number, deadline: number, deadlineMonotonic: number): boolean {
     if (this.#once && this.#healthy) return false;
     const before = this.#healthy;
     if (this.#buffer.length < this.#bufferSize) {
       this.#healthy = true;
       const waiter = this.#waiters.values().next().value;
       if (waiter === undefined) {
-        this.#buffer.push({ issuedAt, deadline });
+        this.#buffer.push({ issuedAt, deadline, deadlineMonotonic });
       } else {
         this.#waiters.delete(waiter);
-        waiter(this.#issue({ issuedAt, deadline }));
+        waiter(this.#issue({ issuedAt, deadline, deadlineMonotonic }));
       }
     } else {
       this.#healthy = false;
@@ -172,6 +174,7 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
       seq: ++this.#seq,
       issuedAt: buffered.issuedAt,
       deadline: buffered.deadline,
+      deadlineMonotonic: buffered.deadlineMonotonic,
       tracer: this.#tracer,
     });
     this.#current = tick;

@@ -22,6 +22,8 @@ export interface TickInit {
   seq: number;
   issuedAt: number;
   deadline: number;
+  /** `deadline` on the monotonic clock, read when the round issued it. */
+  deadlineMonotonic: number;
   tracer: Tracer;
 }
 
@@ -50,7 +52,7 @@ export class Tick {
     this.seq = init.seq;
     this.issuedAt = init.issuedAt;
     this.deadline = init.deadline;
-    this.#scope = new DeadlineScope(init.deadline, 'tick');
+    this.#scope = new DeadlineScope(init.deadline, 'tick', init.deadlineMonotonic);
     const now = Date.now();
     this.#span = init.tracer.startSpan(`tick ${init.component}`, {
       kind: SpanKind.INTERNAL,
@@ -61,7 +63,7 @@ export class Tick {
         [ATTR_HEALTH_PROBE]: init.probe,
         [ATTR_HEALTH_TICK]: init.seq,
         [ATTR_DEADLINE_AT]: isoTime(init.deadline),
-        [ATTR_DEADLINE_BUDGET_MS]: Math.max(0, init.deadline - now),
+        [ATTR_DEADLINE_BUDGET_MS]: this.#scope.remainingMs(),
         [ATTR_DEADLINE_SOURCE]: 'tick',
       },
     });
@@ -90,7 +92,7 @@ export class Tick {
     let ctx = trace.setSpan(active, this.#span);
     // Deadlines only shrink: a tick run inside a tighter scope keeps the tighter deadline.
     const outer = deadlineOf(active);
-    if (outer === undefined || outer.at > this.deadline) ctx = contextWithDeadline(ctx, this.#scope);
+    if (outer === undefined || outer.monotonicAt > this.#scope.monotonicAt) ctx = contextWithDeadline(ctx, this.#scope);
     return runThenSettle(
       () => context.with(ctx, fn),
       (settlement) => {
@@ -113,12 +115,11 @@ export class Tick {
     if (this.#ended) return;
     this.#ended = true;
     this.#scope.release();
-    const now = Date.now();
-    if (now > this.deadline) {
+    if (this.#scope.passed()) {
       this.#span.setAttribute(ATTR_DEADLINE_EXCEEDED, true);
       this.#span.setStatus({ code: SpanStatusCode.ERROR, message: 'deadline exceeded' });
     }
-    this.#span.end(now);
+    this.#span.end(Date.now());
   }
 }
 

@@ -80,7 +80,7 @@ function bound(request: ClientRequest, policy: DeadlinePolicy): void {
     if (header !== undefined) request.setHeader(DEADLINE_HEADER, header);
   }
   const bounded = request as BoundRequest;
-  bounded[TIMER] = new DeadlineTimer<Expiry>(deadline.at, expire, { request, at: deadline.at, source: deadline.source, progress: 'dispatched' });
+  bounded[TIMER] = new DeadlineTimer<Expiry>(deadline.at, expire, { request, at: deadline.at, source: deadline.source, progress: 'dispatched' }, deadline.monotonicAt);
   if (deadline.untilHeaders) {
     bounded[UNTIL_HEADERS] = deadline;
     request.once('finish', onRequestSent);

@@ -36,8 +36,8 @@ export class InboundDeadlines {
     this.#maxMs = maxInboundMs;
   }
 
-  /** The deadline (epoch ms) for a caller's budget of `budgetMs`, raised to the minimum and clamped to the maximum. */
-  deadlineAt(budgetMs: number, now: number = Date.now()): number {
-    return now + Math.min(Math.max(budgetMs, this.#minMs), this.#maxMs);
+  /** A caller's budget of `budgetMs`, raised to the minimum and clamped to the maximum: the ms the server gives the work. */
+  budgetMs(budgetMs: number): number {
+    return Math.min(Math.max(budgetMs, this.#minMs), this.#maxMs);
   }
 }

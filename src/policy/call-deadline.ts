@@ -1,11 +1,14 @@
 import { propagation } from '@opentelemetry/api';
-import type { Deadline, DeadlineSource } from '../deadline/index.js';
+import { monotonicNow, type DeadlineScope, type DeadlineSource } from '../deadline/index.js';
 import { DEADLINE_HEADER, deadlineHeaderValue } from '../propagation/index.js';
 import type { DeadlinePolicy, RequestAttributes } from './deadline-policy.js';
 
 /** The deadline an outgoing call gets, and whether the policy (not the context) set it. */
 export interface CallDeadline {
+  /** Epoch ms, for errors and spans. */
   readonly at: number;
+  /** The same instant on the monotonic clock: what the call's timer waits for and its header counts down to. */
+  readonly monotonicAt: number;
   readonly source: DeadlineSource;
   /** True when a rule, the default or the headers bound gave the call a deadline the context does not carry. */
   readonly fromPolicy: boolean;
@@ -46,18 +49,18 @@ export function headersBoundAt(deadline: CallDeadline, progress: CallProgress, s
  * ({@link headersBoundAt}). `attributes` is called
  * only when the policy has rules.
  */
-export function callDeadline(policy: DeadlinePolicy, current: Deadline | undefined, attributes: () => RequestAttributes): CallDeadline | undefined {
+export function callDeadline(policy: DeadlinePolicy, current: DeadlineScope | undefined, attributes: () => RequestAttributes): CallDeadline | undefined {
   // A headers bound in the context is the one of a call being dispatched, never a deadline of calls below it.
   const context = current?.source === 'headers' ? undefined : current;
   const budget = policy.hasRules ? policy.ruleTimeout(attributes()) : undefined;
   if (budget !== undefined) {
-    const at = Date.now() + budget;
-    if (context === undefined || at < context.at) return { at, source: 'policy', fromPolicy: true, untilHeaders: false };
+    const monotonicAt = monotonicNow() + budget;
+    if (context === undefined || monotonicAt < context.monotonicAt) return { at: Date.now() + budget, monotonicAt, source: 'policy', fromPolicy: true, untilHeaders: false };
   }
-  if (context !== undefined) return { at: context.at, source: context.source, fromPolicy: false, untilHeaders: false };
-  if (policy.defaultTimeoutMs !== undefined) return { at: Date.now() + policy.defaultTimeoutMs, source: 'policy', fromPolicy: true, untilHeaders: false };
+  if (context !== undefined) return { at: context.at, monotonicAt: context.monotonicAt, source: context.source, fromPolicy: false, untilHeaders: false };
+  if (policy.defaultTimeoutMs !== undefined) return { at: Date.now() + policy.defaultTimeoutMs, monotonicAt: monotonicNow() + policy.defaultTimeoutMs, source: 'policy', fromPolicy: true, untilHeaders: false };
   const boundMs = policy.headersTimeoutMs;
-  if (boundMs !== undefined) return { at: Date.now() + boundMs, source: 'headers', fromPolicy: true, untilHeaders: true, boundMs };
+  if (boundMs !== undefined) return { at: Date.now() + boundMs, monotonicAt: monotonicNow() + boundMs, source: 'headers', fromPolicy: true, untilHeaders: true, boundMs };
   return undefined;
 }
 
@@ -74,5 +77,5 @@ export function deadlineHeader(policy: DeadlinePolicy, deadline: CallDeadline, h
     const name = host();
     if (name === undefined || !hosts.includes(name)) return undefined;
   }
-  return propagation.fields().includes(DEADLINE_HEADER) ? deadlineHeaderValue(deadline.at) : undefined;
+  return propagation.fields().includes(DEADLINE_HEADER) ? deadlineHeaderValue(deadline.monotonicAt) : undefined;
 }

@@ -1,7 +1,7 @@
 import { SpanKind, SpanStatusCode, type Context, type Span as ApiSpan } from '@opentelemetry/api';
 // Types only: the core entry depends on the API at run time, never on the SDK.
 import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
-import { deadlineOf, type DeadlineSource } from '../deadline/index.js';
+import { deadlineOf, monotonicNow, type DeadlineSource } from '../deadline/index.js';
 import { ATTR_DEADLINE_AT, ATTR_DEADLINE_BUDGET_MS, ATTR_DEADLINE_EXCEEDED, ATTR_DEADLINE_MISSING, ATTR_DEADLINE_SOURCE, isoTime } from '../semconv/index.js';
 
 const ATTR_ERROR_TYPE = 'error.type';
@@ -52,10 +52,10 @@ export class DeadlineSpanProcessor implements SpanProcessor {
  * deadline after the span started (a policy rule on a node:http call), `missing` turns false; a
  * headers bound (`source` `headers`) leaves it true: the rest of the call has no deadline.
  */
-export function recordDeadline(span: ApiSpan, deadline: { readonly at: number; readonly source: DeadlineSource }, forClient = false): void {
+export function recordDeadline(span: ApiSpan, deadline: { readonly at: number; readonly monotonicAt: number; readonly source: DeadlineSource }, forClient = false): void {
   span.setAttributes({
     [ATTR_DEADLINE_AT]: isoTime(deadline.at),
-    [ATTR_DEADLINE_BUDGET_MS]: Math.max(0, Math.round(deadline.at - Date.now())),
+    [ATTR_DEADLINE_BUDGET_MS]: Math.max(0, Math.round(deadline.monotonicAt - monotonicNow())), // time left, on the clock that measures it
     [ATTR_DEADLINE_SOURCE]: deadline.source,
     ...(forClient ? { [ATTR_DEADLINE_MISSING]: deadline.source === 'headers' } : {}),
   });

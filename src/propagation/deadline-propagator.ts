@@ -1,5 +1,5 @@
 import type { Context, TextMapGetter, TextMapPropagator, TextMapSetter } from '@opentelemetry/api';
-import { contextWithDeadline, deadlineOf, DeadlineScope } from '../deadline/index.js';
+import { contextWithDeadline, deadlineOf, DeadlineScope, monotonicNow } from '../deadline/index.js';
 import { inboundPeerOf, InboundDeadlines, recordingInboundPeers, type InboundDeadlineOptions } from '../inbound/index.js';
 
 /** The header carrying the caller's remaining budget, in whole milliseconds. */
@@ -11,9 +11,9 @@ export const DEADLINE_HEADER = 'x-request-timeout-ms';
  */
 export type DeadlinePropagatorOptions = InboundDeadlineOptions;
 
-/** The header's value for a deadline at `at`: the whole milliseconds left, never negative. */
-export function deadlineHeaderValue(at: number): string {
-  return String(Math.max(0, Math.floor(at - Date.now())));
+/** The header's value for a deadline whose monotonic reading is `monotonicAt`: the whole milliseconds left, never negative. */
+export function deadlineHeaderValue(monotonicAt: number): string {
+  return String(Math.max(0, Math.floor(monotonicAt - monotonicNow())));
 }
 
 // Decimal digits only; a sign, fraction, exponent or any other character makes the value malformed.
@@ -81,10 +81,10 @@ export class DeadlinePropagator implements TextMapPropagator {
       this.#warnUnrecorded();
       return ctx;
     }
-    const at = this.#inbound.deadlineAt(budget);
+    const ms = this.#inbound.budgetMs(budget);
     const current = deadlineOf(ctx);
-    if (current !== undefined && current.at <= at) return ctx;
-    return contextWithDeadline(ctx, new DeadlineScope(at, 'inbound'));
+    if (current !== undefined && current.monotonicAt <= monotonicNow() + ms) return ctx;
+    return contextWithDeadline(ctx, DeadlineScope.after(ms, 'inbound'));
   }
 
   // Once: with nothing recording peers every inbound deadline is ignored, which looks like a bug.

@@ -1,7 +1,7 @@
 import { SpanKind, trace } from '@opentelemetry/api';
 import { InstrumentationBase, InstrumentationNodeModuleDefinition, InstrumentationNodeModuleFile, isWrapped, type InstrumentationConfig } from '@opentelemetry/instrumentation';
 import { createRequire } from 'node:module';
-import { boundUntilMetadata, grpcCallDeadline, runWithInboundDeadline } from '../grpc/index.js';
+import { boundUntilMetadata, grpcCallDeadline, grpcDeadline, runWithInboundDeadline } from '../grpc/index.js';
 import { InboundDeadlines, type InboundDeadlineOptions } from '../inbound/index.js';
 import { DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions } from '../policy/index.js';
 import { recordDeadline } from '../processors/index.js';
@@ -115,8 +115,8 @@ export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlin
       if (deadline === undefined) return original.call(this, interceptorArgs, methodDefinition, options, channel);
       if (deadline.fromPolicy) recordOnGrpcClientSpan(deadline);
       // The headers bound is no gRPC deadline: it must not reach the server as grpc-timeout.
-      if (deadline.untilHeaders) return boundUntilMetadata(original.call(this, interceptorArgs, methodDefinition, options, channel), deadline.at);
-      return original.call(this, interceptorArgs, methodDefinition, { ...options, deadline: deadline.at }, channel);
+      if (deadline.untilHeaders) return boundUntilMetadata(original.call(this, interceptorArgs, methodDefinition, options, channel), deadline.at, deadline.monotonicAt);
+      return original.call(this, interceptorArgs, methodDefinition, { ...options, deadline: grpcDeadline(deadline) }, channel);
     };
   }
 

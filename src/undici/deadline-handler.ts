@@ -47,6 +47,8 @@ export interface HeadersBound {
 export abstract class DeadlineHandler {
   readonly #inner: Handler;
   #at: number;
+  /** `#at` on the monotonic clock, when the deadline came with one (see `DeadlineTimer`). */
+  #monotonicAt: number | undefined;
   readonly #source: DeadlineSource;
   /** The headers bound, while it is in force: the response head ends it. */
   #headersBound: HeadersBound | undefined;
@@ -60,9 +62,10 @@ export abstract class DeadlineHandler {
   /** The caller was already told about the deadline: swallow whatever undici reports later. */
   #reported = false;
 
-  constructor(inner: Handler, at: number, source: DeadlineSource, headersBound: HeadersBound | undefined) {
+  constructor(inner: Handler, at: number, source: DeadlineSource, headersBound: HeadersBound | undefined, monotonicAt: number | undefined) {
     this.#inner = inner;
     this.#at = at;
+    this.#monotonicAt = monotonicAt;
     this.#source = source;
     this.#headersBound = headersBound;
     this.#hearsSent = typeof (inner as { onRequestSent?: unknown }).onRequestSent === 'function';
@@ -83,6 +86,7 @@ export abstract class DeadlineHandler {
     this.#timer = undefined;
     if (at === undefined) return;
     this.#at = at;
+    this.#monotonicAt = undefined; // `at` is now + the bound: converting it now is exact
     this.#timer = new DeadlineTimer<DeadlineHandler>(at, DeadlineHandler.#onDeadline, this);
   }
 
@@ -98,7 +102,7 @@ export abstract class DeadlineHandler {
 
   /** Arms the deadline timer; call once, right before dispatching. */
   arm(): void {
-    this.#timer = new DeadlineTimer<DeadlineHandler>(this.#at, DeadlineHandler.#onDeadline, this);
+    this.#timer = new DeadlineTimer<DeadlineHandler>(this.#at, DeadlineHandler.#onDeadline, this, this.#monotonicAt);
   }
 
   static #onDeadline(handler: DeadlineHandler): void {
@@ -196,7 +200,7 @@ export abstract class DeadlineHandler {
 }
 
 type ShapedHandler = DeadlineHandler & Handler;
-type ShapedClass = new (inner: Handler, at: number, source: DeadlineSource, headersBound: HeadersBound | undefined) => ShapedHandler;
+type ShapedClass = new (inner: Handler, at: number, source: DeadlineSource, headersBound: HeadersBound | undefined, monotonicAt: number | undefined) => ShapedHandler;
 
 /** undici's own callbacks, each a bit of the shape key; any other `on*` function is found by a scan. */
 const KNOWN = [
@@ -223,7 +227,7 @@ const inheritedExtras = new WeakMap<object, readonly string[]>();
  * response head came first). The wrapper has exactly the callbacks the handler has, so undici sees
  * the same handler shape it would without lifeline.
  */
-export function wrapWithDeadline(handler: Handler, at: number, source: DeadlineSource, headersBound?: HeadersBound): ShapedHandler {
+export function wrapWithDeadline(handler: Handler, at: number, source: DeadlineSource, headersBound?: HeadersBound, monotonicAt?: number): ShapedHandler {
   let mask = 0;
   for (let i = 0; i < KNOWN.length; i++) {
     if (typeof (handler as Record<string, unknown>)[KNOWN[i] as string] === 'function') mask |= 1 << i;
@@ -240,7 +244,7 @@ export function wrapWithDeadline(handler: Handler, at: number, source: DeadlineS
       byKey.set(key, Shaped);
     }
   }
-  return new Shaped(handler, at, source, headersBound);
+  return new Shaped(handler, at, source, headersBound, monotonicAt);
 }
 
 function shapedClass(mask: number, extras: readonly string[]): ShapedClass {

@@ -47,7 +47,7 @@ export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispat
       if (deadline.untilHeaders && opts.headersTimeout != null) return dispatch(opts, handler);
 
       const { at, source } = deadline;
-      const deadlineHandler = wrapWithDeadline(handler, at, source, deadline.untilHeaders ? { deadline, sentAtStart: sentInOneWrite(opts.body) } : undefined);
+      const deadlineHandler = wrapWithDeadline(handler, at, source, deadline.untilHeaders ? { deadline, sentAtStart: sentInOneWrite(opts.body) } : undefined, deadline.monotonicAt);
       const header = deadlineHeader(policy, deadline, () => hostOf(opts.origin));
       const dispatchOpts: DispatchOptions = kQueuedAbort === undefined && header === undefined ? opts : { ...opts };
       if (kQueuedAbort !== undefined) dispatchOpts[kQueuedAbort] = chainHooks(deadlineHandler.queuedAbortHook, opts[kQueuedAbort]);
@@ -58,7 +58,7 @@ export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispat
       try {
         if (!deadline.fromPolicy) return dispatch(dispatchOpts, deadlineHandler);
         // The policy tightened the deadline: let the client span and the propagated header see it.
-        const scope = new DeadlineScope(at, source);
+        const scope = new DeadlineScope(at, source, deadline.monotonicAt);
         return context.with(contextWithDeadline(active, scope), () => dispatch(dispatchOpts, deadlineHandler));
       } catch (error) {
         deadlineHandler.disarm();
