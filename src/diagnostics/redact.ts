@@ -71,8 +71,14 @@ const JWT_SOURCE = String.raw`(?<jwt>(?<![\w-])eyJ[\w-]+\.eyJ[\w-]+(?:\.[\w-]*)?
 const PAIR_SOURCE = String.raw`(?<![\w.\-[\]%])(?<key>identified\s+by|[\w.\-[\]%]{1,128})(?<sep>\s*=\s*|:\s+|\\?["']\s*[:=]\s*|\s+(?=\\?["']))(?<value>"(?:[^"\\\r\n]|\\.)*"?|\\"[^"\\\r\n]*(?:\\")?|'[^'\r\n]*'?|[^\s&;,"'\\]+)`;
 const SCANNER = new RegExp([URL_SOURCE, AUTH_HEADER_SOURCE, CREDENTIAL_SOURCE, JWT_SOURCE, PAIR_SOURCE].join('|'), 'gi');
 const JWT = new RegExp(JWT_SOURCE, 'g');
-/** Characters that any of the scanner's alternatives needs: text without them is returned as is. */
-const MAY_HOLD_SECRET = /[=:'"]|eyJ|bearer|basic/i;
+/**
+ * What each of the scanner's alternatives needs (a `=`, `: `, a quote, `://`, `eyJ`, a scheme
+ * word): text with none of them, most attribute values, is returned without scanning.
+ */
+const MAY_HOLD_SECRET = /[='"]|:\s|:\/\/|eyJ|bearer|basic|authorization/i;
+/** Verdicts remembered per key (the same few keys recur on every span); bounded in count and key length. */
+const MAX_REMEMBERED_KEYS = 1_024;
+const MAX_REMEMBERED_KEY_LENGTH = 64;
 /** Boundaries inside a key: camelCase humps (`apiKey`, `APIKey`) and letter/digit changes (`sig0`). */
 const KEY_HUMPS = /(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])/g;
 const NOT_ALPHANUMERIC = /[^a-z0-9]+/;
@@ -87,6 +93,7 @@ export class Redactor {
   readonly #longestWord: number;
   readonly #headers: readonly string[];
   readonly #maxValueLength: number;
+  readonly #verdicts = new Map<string, boolean>();
 
   constructor(options: RedactionOptions = {}) {
     const words = (options.queryKeys ?? DEFAULT_SECRET_WORDS).map((word) => word.toLowerCase().replace(/[^a-z0-9]+/g, '')).filter((word) => word !== '');
@@ -102,6 +109,18 @@ export class Redactor {
 
   /** Whether a key (query or path parameter, header, JSON or `key=value` name) names a secret. */
   isSecretKey(key: string): boolean {
+    const known = this.#verdicts.get(key);
+    if (known !== undefined) return known;
+    const secret = this.#namesSecret(key);
+    if (key.length <= MAX_REMEMBERED_KEY_LENGTH) {
+      // Cleared rather than evicted one by one: hostile distinct keys only cost a refill.
+      if (this.#verdicts.size >= MAX_REMEMBERED_KEYS) this.#verdicts.clear();
+      this.#verdicts.set(key, secret);
+    }
+    return secret;
+  }
+
+  #namesSecret(key: string): boolean {
     const decoded = key.includes('%') ? key.replace(PERCENT_ESCAPE, (_escape, hex: string) => String.fromCharCode(Number.parseInt(hex, 16))) : key;
     const segments = decoded.replace(KEY_HUMPS, ' ').toLowerCase().split(NOT_ALPHANUMERIC);
     // A segment, or adjacent segments written together (`api_key` for the word `apikey`); a run
@@ -209,7 +228,7 @@ export class Redactor {
   }
 
   #text(text: string): string {
-    if (!MAY_HOLD_SECRET.test(text) && !text.includes('://')) return text;
+    if (!MAY_HOLD_SECRET.test(text)) return text;
     const scanner = new RegExp(SCANNER);
     let result = '';
     let copied = 0;
