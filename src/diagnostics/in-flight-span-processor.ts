@@ -15,7 +15,7 @@ export interface InFlightSpanProcessorOptions {
   maxSpans?: number;
   /** Default `'ticks'`: spans in a tick's trace, where stuck work matters. */
   captureStacks?: CaptureStacks;
-  /** What counts as a secret in span attributes. */
+  /** What counts as a secret (words matched against key segments, headers) and how long a value may get; see {@link RedactionOptions}. */
   redact?: RedactionOptions;
 }
 
@@ -33,8 +33,10 @@ export interface TrackedSpan {
 /**
  * Tracks started-but-not-ended spans so that an unhealthy verdict can show where work is stuck
  *: OpenTelemetry exports spans only when they end, and a stuck call never ends. It also
- * redacts secrets (URL credentials, sensitive query values, credential headers) from every span's
- * attributes before any exporter sees them.
+ * redacts secrets (URL credentials, secret query and path parameters, credential headers,
+ * credentials, JWTs and secret `key=value` pairs in free text) from every span's attributes,
+ * event attributes, status message and name, once, as the span ends and before any exporter sees
+ * it; and cuts each string value at `redact.maxValueLength`.
  */
 export class InFlightSpanProcessor implements SpanProcessor {
   readonly #maxSpans: number;
