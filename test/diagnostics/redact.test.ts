@@ -1,4 +1,5 @@
 import { TracerProvider } from '@opentelemetry/sdk-trace';
+import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { DEFAULT_SECRET_WORDS, InFlightSpanProcessor, Redactor } from '../../src/diagnostics/index.js';
 import { isLoopback } from '../../src/probe/index.js';
@@ -225,5 +226,32 @@ describe('Redactor: linear, bounded, once', () => {
     const calls = attribute.mock.calls.map(([key]) => key);
     expect(calls.filter((key) => key === 'url.full')).toHaveLength(1);
     expect(calls.filter((key) => key === 'http.response.status_code')).toHaveLength(1);
+  });
+});
+
+describe('Redactor: any secret key in any form', () => {
+  // A secret word, dressed as keys are in the wild: a prefix, a separator or a camel hump, a suffix.
+  const secretKey = fc
+    .tuple(fc.constantFrom('', 'x-', 'user_', 'app.', 'my', 'client'), fc.constantFrom(...DEFAULT_SECRET_WORDS), fc.constantFrom('', '_1', '[0]', '-v2'))
+    .map(([prefix, word, suffix]) => `${prefix}${/[a-z]$/.test(prefix) && !prefix.endsWith('.') ? word.charAt(0).toUpperCase() + word.slice(1) : word}${suffix}`);
+  const secretValue = fc.stringMatching(/^[A-Za-z0-9._~+/-]{6,24}$/).map((value) => `S3cr${value}`);
+  const form = fc.constantFrom(
+    (key: string, value: string) => `failed: ${key}=${value} (retry)`,
+    (key: string, value: string) => `{"error":"x","${key}":"${value}"}`,
+    (key: string, value: string) => `${key}: ${value}`,
+    (key: string, value: string) => `${key}="${value}" rejected`,
+    (key: string, value: string) => `GET /p?a=1&${key}=${value}#f`,
+    (key: string, value: string) => `https://h.example/p?${encodeURIComponent(key)}=${value}`,
+  );
+
+  it('never lets the value through, and a second pass changes nothing', () => {
+    fc.assert(
+      fc.property(secretKey, secretValue, form, (key, value, write) => {
+        const once = redactor.text(write(key, value));
+        expect(once).not.toContain(value);
+        expect(redactor.text(once)).toBe(once);
+      }),
+      { numRuns: 2_000 },
+    );
   });
 });
