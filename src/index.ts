@@ -34,6 +34,7 @@ export { DEADLINE_HEADER, DeadlinePropagator, type DeadlinePropagatorOptions } f
 export { installInboundTrust, type InstalledInboundTrust, type TrustInbound } from './inbound/index.js';
 export { DeadlineSpanProcessor } from './processors/index.js';
 export {
+  DEFAULT_SECRET_WORDS,
   Diagnostics,
   InFlightSpanProcessor,
   REDACTED,

@@ -15,7 +15,7 @@ export interface InFlightSpanProcessorOptions {
   maxSpans?: number;
   /** Default `'ticks'`: spans in a tick's trace, where stuck work matters. */
   captureStacks?: CaptureStacks;
-  /** What counts as a secret in span attributes. */
+  /** What counts as a secret (words matched against key segments, headers) and how long a value may get; see {@link RedactionOptions}. */
   redact?: RedactionOptions;
 }
 
@@ -33,8 +33,10 @@ export interface TrackedSpan {
 /**
  * Tracks started-but-not-ended spans so that an unhealthy verdict can show where work is stuck
  *: OpenTelemetry exports spans only when they end, and a stuck call never ends. It also
- * redacts secrets (URL credentials, sensitive query values, credential headers) from every span's
- * attributes before any exporter sees them.
+ * redacts secrets (URL credentials, secret query and path parameters, credential headers,
+ * credentials, JWTs and secret `key=value` pairs in free text) from every span's attributes,
+ * event attributes, status message and name, once, as the span ends and before any exporter sees
+ * it; and cuts each string value at `redact.maxValueLength`.
  */
 export class InFlightSpanProcessor implements SpanProcessor {
   readonly #maxSpans: number;
@@ -81,7 +83,9 @@ export class InFlightSpanProcessor implements SpanProcessor {
   }
 
   onStart(span: Span, _parentContext: Context): void {
-    this.#redact(span);
+    // No redaction here: exporters only see ended spans, onEnding runs before any processor's
+    // onEnd, and dumps of in-flight spans redact what they show. Redacting at start as well made
+    // every value set at start pay twice.
     const { traceId, spanId } = span.spanContext();
     const isTick = span.attributes[ATTR_HEALTH_COMPONENT] !== undefined;
     if (isTick) this.#tickTraces.set(traceId, (this.#tickTraces.get(traceId) ?? 0) + 1);
@@ -102,16 +106,19 @@ export class InFlightSpanProcessor implements SpanProcessor {
   }
 
   onEnding(span: Span): void {
-    // Attributes set after start (response headers, …), recorded exceptions and status messages
-    // are redacted before any exporter sees them.
-    this.#redact(span);
+    // Every attribute, event attribute, the status message and the name, once, before any
+    // exporter sees the span.
+    const attributes = span.attributes;
+    for (const key in attributes) {
+      const redacted = this.#redactor.attribute(key, attributes[key]);
+      if (redacted !== undefined) span.setAttribute(key, redacted);
+    }
     for (const event of span.events) {
-      const attributes = event.attributes;
-      if (attributes === undefined) continue;
-      for (const key in attributes) {
-        const value = attributes[key];
-        const redacted = typeof value === 'string' && (key === 'exception.message' || key === 'exception.stacktrace') ? this.#redactor.text(value) : this.#redactor.attribute(key, value);
-        if (redacted !== undefined && redacted !== value) (attributes as Record<string, unknown>)[key] = redacted;
+      const eventAttributes = event.attributes;
+      if (eventAttributes === undefined) continue;
+      for (const key in eventAttributes) {
+        const redacted = this.#redactor.attribute(key, eventAttributes[key]);
+        if (redacted !== undefined) (eventAttributes as Record<string, unknown>)[key] = redacted;
       }
     }
     const message = span.status.message;
@@ -119,6 +126,9 @@ export class InFlightSpanProcessor implements SpanProcessor {
       const redacted = this.#redactor.text(message);
       if (redacted !== message) span.setStatus({ code: span.status.code, message: redacted });
     }
+    // A name may carry a query without a scheme (`GET /cb?token=…`).
+    const name = this.#redactor.text(span.name);
+    if (name !== span.name) span.updateName(name);
   }
 
   onEnd(span: ReadableSpan): void {
@@ -143,14 +153,5 @@ export class InFlightSpanProcessor implements SpanProcessor {
     const left = (this.#tickTraces.get(tracked.traceId) ?? 1) - 1;
     if (left > 0) this.#tickTraces.set(tracked.traceId, left);
     else this.#tickTraces.delete(tracked.traceId);
-  }
-
-  #redact(span: Span): void {
-    const attributes = span.attributes;
-    for (const key in attributes) {
-      const redacted = this.#redactor.attribute(key, attributes[key]);
-      if (redacted !== undefined) span.setAttribute(key, redacted);
-    }
-    if (span.name.includes('://')) span.updateName(this.#redactor.text(span.name));
   }
 }

@@ -1,146 +1,272 @@
-/** What counts as a secret. Matching is case-insensitive; entries are substrings of a key. */
+import { invalidOption } from '../errors/index.js';
+
+/** What counts as a secret, and how long a value may get. */
 export interface RedactionOptions {
-  /** Query parameter keys whose values are replaced. Default: token, key, secret, password, passwd, pwd, signature, sig, auth, credential, session, code. */
+  /**
+   * Words that make a key secret, wherever a key names a value: query and fragment parameters,
+   * `;name=` path parameters, `name=value` / `name: value` / `"name":"value"` in free text (error
+   * messages, span names, `db.*` statements), and header names. A key is split into segments at
+   * `_ - . [ ]` (any non-alphanumeric), camelCase humps and letter/digit boundaries, after
+   * percent-decoding; it is secret when one segment, or a run of adjacent segments written together,
+   * equals a word (case-insensitive). So `token` matches `refresh_token`, `X-Auth-Token` and
+   * `accessToken`, but not `tokenizer`; `api_key` or `apikey` matches `x-api-key` and `apiKey`.
+   * Default {@link DEFAULT_SECRET_WORDS}; extend it rather than replace it:
+   * `queryKeys: [...DEFAULT_SECRET_WORDS, 'tenant']`.
+   */
   queryKeys?: readonly string[];
-  /** Header names whose values are replaced (in `http.*.header.*` attributes). Default: authorization, proxy-authorization, cookie, set-cookie, x-api-key. */
+  /** Header names whose values are always replaced (in `http.*.header.*` attributes), besides those named by a secret word. Default: authorization, proxy-authorization, cookie, set-cookie, x-api-key. */
   headers?: readonly string[];
+  /**
+   * Longest string attribute value, status message or span name kept, in UTF-16 code units; a
+   * longer one is cut and ends with `…[truncated from N chars]`. It bounds what one hostile request
+   * (a 1 MB URL) costs to redact and to export. Default 16 384; `Infinity` keeps every value whole
+   * (redaction stays linear in the input).
+   */
+  maxValueLength?: number;
 }
 
 export const REDACTED = 'REDACTED';
-const DEFAULT_QUERY_KEYS = ['token', 'key', 'secret', 'password', 'passwd', 'pwd', 'signature', 'sig', 'auth', 'credential', 'session', 'code'];
-const DEFAULT_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key'];
-const CREDENTIAL = /\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]+/i;
-const CREDENTIAL_GLOBAL = new RegExp(CREDENTIAL.source, 'gi');
-const MAX_TEXT = 65_536;
-/**
- * `key=value` or `key: value` pairs (the key is checked in the callback). One match start per run
- * of key characters and bounded lengths: no backtracking blow-up on long hostile input. `name:
- * value` needs the space, so a stack frame's `file.js:12:3` is not a pair.
- */
-const PAIR = /(?<![\w.-])([\w.-]{1,128})(\s*=\s*|:\s+)([^\s&;,"']{1,4096})/g;
-const URL_KEYS = new Set(['url.full', 'http.url', 'url.original', 'http.target', 'url.path']);
-// A scheme of at most 32 characters: an unbounded one backtracks quadratically over long text.
-const URL_IN_TEXT = /\b[a-z][a-z0-9+.-]{0,31}:\/\/[^\s"'<>]+/gi;
 
-/** Redacts secrets from URLs, attribute values and free text. */
+/**
+ * Words that name a secret (matched against key segments, see {@link RedactionOptions.queryKeys}).
+ * Compounds written as one word (`accesstoken`, `jsessionid`) are listed since they form one
+ * segment. Not `code`: as a segment it would hide `country_code` and `zip_code`, and an OAuth code
+ * is single-use; add it if your callbacks carry one.
+ */
+export const DEFAULT_SECRET_WORDS: readonly string[] = [
+  'token', 'tokens', 'accesstoken', 'refreshtoken', 'idtoken', 'authtoken', 'csrftoken', 'xsrftoken', 'jwt', 'bearer',
+  'secret', 'secrets', 'clientsecret', 'password', 'passwords', 'passwd', 'pwd', 'passphrase',
+  'key', 'apikey', 'accesskey', 'secretkey', 'privatekey', 'private',
+  'auth', 'authorization', 'credential', 'credentials', 'signature', 'sig',
+  'session', 'sessionid', 'sessid', 'sid', 'jsessionid', 'phpsessid', 'cookie',
+];
+const DEFAULT_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key'];
+const DEFAULT_MAX_VALUE_LENGTH = 16_384;
+const URL_KEYS = new Set(['url.full', 'http.url', 'url.original', 'http.target', 'url.path']);
+
+/*
+ * Free text is scanned once, left to right, by one regex of five alternatives; whichever starts
+ * first wins, so a credential is never taken for a pair nor a pair's value for a key. Each
+ * alternative can only start where its first character follows a character it cannot contain
+ * (lookbehinds) or at a bounded prefix, so no position is scanned more than a bounded number of
+ * times: linear in the text.
+ */
+/** A URL: handed to {@link Redactor.url}. A scheme of at most 32 characters: an unbounded one backtracks over long text. */
+const URL_SOURCE = String.raw`(?<url>\b[a-z][a-z0-9+.-]{0,31}:\/\/[^\s"'<>\\]*)`;
+/**
+ * `Authorization: <Scheme> <credentials>` in any form (header line, `authorization=`, a JSON
+ * key): the credentials are hidden whatever the scheme; the scheme stays, it is diagnostic.
+ */
+const AUTH_HEADER_SOURCE = String.raw`(?<authPrefix>(?<![\w-])(?:proxy-)?authorization\\?["']?\s*[:=]\s*\\?["']?(?:[a-z][\w-]{0,31}\s+)?)(?<authValue>[^\s"'\\,;]+)`;
+/** A bare `Bearer x` / `Basic x` credential. */
+const CREDENTIAL_SOURCE = String.raw`(?<credPrefix>\b(?:bearer|basic)\s+)(?<credValue>[A-Za-z0-9._~+/=-]+)`;
+/** A JWT (header.payload[.signature]; both JSON objects, so both base64url parts start `eyJ`). */
+const JWT_SOURCE = String.raw`(?<jwt>(?<![\w-])eyJ[\w-]+\.eyJ[\w-]+(?:\.[\w-]*)?)`;
+/**
+ * `key=value`, `key: value` (the space keeps a stack frame's `file.js:12:3` out), `"key":"value"`
+ * (also as escaped JSON inside a string), `key="value"`, and a key followed by a quoted value
+ * (SQL's `PASSWORD 'x'`, `IDENTIFIED BY 'x'`). Keys are bounded to 128 characters so a long run
+ * of key characters costs at most 128 steps per run.
+ */
+const PAIR_SOURCE = String.raw`(?<![\w.\-[\]%])(?<key>identified\s+by|[\w.\-[\]%]{1,128})(?<sep>\s*=\s*|:\s+|\\?["']\s*[:=]\s*|\s+(?=\\?["']))(?<value>"(?:[^"\\\r\n]|\\.)*"?|\\"[^"\\\r\n]*(?:\\")?|'[^'\r\n]*'?|[^\s&;,"'\\]+)`;
+const SCANNER = new RegExp([URL_SOURCE, AUTH_HEADER_SOURCE, CREDENTIAL_SOURCE, JWT_SOURCE, PAIR_SOURCE].join('|'), 'gi');
+const JWT = new RegExp(JWT_SOURCE, 'g');
+/**
+ * What each of the scanner's alternatives needs (a `=`, `: `, a quote, `://`, `eyJ`, a scheme
+ * word): text with none of them, most attribute values, is returned without scanning.
+ */
+const MAY_HOLD_SECRET = /[='"]|:\s|:\/\/|eyJ|bearer|basic|authorization/i;
+/** Verdicts remembered per key (the same few keys recur on every span); bounded in count and key length. */
+const MAX_REMEMBERED_KEYS = 1_024;
+const MAX_REMEMBERED_KEY_LENGTH = 64;
+/** Boundaries inside a key: camelCase humps (`apiKey`, `APIKey`) and letter/digit changes (`sig0`). */
+const KEY_HUMPS = /(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])/g;
+const NOT_ALPHANUMERIC = /[^a-z0-9]+/;
+const PERCENT_ESCAPE = /%([0-9a-f]{2})/gi;
+/** `;name=value` path parameters (`;jsessionid=`). */
+const PATH_PARAM = /;([^/;=?#]*)=([^/;?#]*)/g;
+
+/** Redacts secrets from URLs, attribute values and free text, in time linear in their length. */
 export class Redactor {
-  readonly #queryKeys: readonly string[];
+  readonly #words: ReadonlySet<string>;
+  /** The longest word, so a run of joined segments stops growing once it cannot match. */
+  readonly #longestWord: number;
   readonly #headers: readonly string[];
+  readonly #maxValueLength: number;
+  readonly #verdicts = new Map<string, boolean>();
 
   constructor(options: RedactionOptions = {}) {
-    this.#queryKeys = (options.queryKeys ?? DEFAULT_QUERY_KEYS).map((k) => k.toLowerCase());
+    const words = (options.queryKeys ?? DEFAULT_SECRET_WORDS).map((word) => word.toLowerCase().replace(/[^a-z0-9]+/g, '')).filter((word) => word !== '');
+    this.#words = new Set(words);
+    this.#longestWord = Math.max(0, ...words.map((word) => word.length));
     this.#headers = (options.headers ?? DEFAULT_HEADERS).map((h) => h.toLowerCase());
+    const { maxValueLength = DEFAULT_MAX_VALUE_LENGTH } = options;
+    if (typeof maxValueLength !== 'number' || !(maxValueLength === Infinity || (Number.isInteger(maxValueLength) && maxValueLength >= 64))) {
+      throw invalidOption('redact.maxValueLength', maxValueLength, 'an integer >= 64, or Infinity');
+    }
+    this.#maxValueLength = maxValueLength;
   }
 
-  /** A URL (absolute, or a path with a query) without userinfo and with sensitive query values replaced. */
+  /** Whether a key (query or path parameter, header, JSON or `key=value` name) names a secret. */
+  isSecretKey(key: string): boolean {
+    const known = this.#verdicts.get(key);
+    if (known !== undefined) return known;
+    const secret = this.#namesSecret(key);
+    if (key.length <= MAX_REMEMBERED_KEY_LENGTH) {
+      // Cleared rather than evicted one by one: hostile distinct keys only cost a refill.
+      if (this.#verdicts.size >= MAX_REMEMBERED_KEYS) this.#verdicts.clear();
+      this.#verdicts.set(key, secret);
+    }
+    return secret;
+  }
+
+  #namesSecret(key: string): boolean {
+    const decoded = key.includes('%') ? key.replace(PERCENT_ESCAPE, (_escape, hex: string) => String.fromCharCode(Number.parseInt(hex, 16))) : key;
+    const segments = decoded.replace(KEY_HUMPS, ' ').toLowerCase().split(NOT_ALPHANUMERIC);
+    // A segment, or adjacent segments written together (`api_key` for the word `apikey`); a run
+    // stops at the longest word, so the cost stays linear in the key.
+    for (let first = 0; first < segments.length; first++) {
+      let joined = '';
+      for (let last = first; last < segments.length && joined.length <= this.#longestWord; last++) {
+        joined += segments[last] ?? '';
+        if (this.#words.has(joined)) return true;
+      }
+    }
+    return false;
+  }
+
+  /** A URL (absolute, or a path with a query) without userinfo, with secret path, query and fragment parameters and JWTs replaced. */
   url(text: string): string {
-    let url: URL;
-    let relative = false;
-    try {
-      url = new URL(text);
-    } catch {
-      try {
-        url = new URL(text, 'http://relative.invalid');
-        relative = true;
-      } catch {
-        return text;
-      }
-    }
-    let changed = false;
-    if (url.username !== '' || url.password !== '') {
-      url.username = '';
-      url.password = '';
-      changed = true;
-    }
-    for (const key of new Set(url.searchParams.keys())) {
-      if (this.#sensitiveKey(key)) {
-        url.searchParams.set(key, REDACTED);
-        changed = true;
-      }
-    }
-    // OAuth implicit flows put tokens in the fragment: #access_token=…
-    if (url.hash.includes('=')) {
-      const fragment = this.query(url.hash.slice(1));
-      if (fragment !== url.hash.slice(1)) {
-        url.hash = fragment;
-        changed = true;
-      }
-    }
-    if (!changed) return text;
-    return relative ? `${url.pathname}${url.search}${url.hash}` : url.toString();
+    return this.#capped(text, (value) => this.#url(value));
   }
 
-  /** A query string (`?a=b&token=…`) with sensitive values replaced. */
+  /** A query string (`?a=b&token=…`) with secret values replaced; everything else is kept byte for byte. */
   query(text: string): string {
-    const params = new URLSearchParams(text.startsWith('?') ? text.slice(1) : text);
-    let changed = false;
-    for (const key of new Set(params.keys())) {
-      if (this.#sensitiveKey(key)) {
-        params.set(key, REDACTED);
-        changed = true;
-      }
-    }
-    if (!changed) return text;
-    return `${text.startsWith('?') ? '?' : ''}${params.toString()}`;
+    return this.#capped(text, (value) => this.#query(value));
+  }
+
+  /**
+   * Free text (error messages, stacks, span names, statements) with secrets redacted, in one pass:
+   * every URL in it, `Authorization` credentials of any scheme, `Bearer`/`Basic` credentials,
+   * JWTs, and the values of secret keys in `key=value`, `key: value`, `"key":"value"` and
+   * `key 'value'` forms.
+   */
+  text(value: string): string {
+    return this.#capped(value, (text) => this.#text(text));
   }
 
   /** The redacted value of an attribute, or `undefined` when it needs no change. */
   attribute(key: string, value: unknown): unknown {
-    // Runs on every attribute of every span: cheap checks first, parsing only when a secret may be there.
     if (key.startsWith('http.request.header.') || key.startsWith('http.response.header.')) {
       const header = key.slice(key.indexOf('.header.') + 8).toLowerCase().replace(/_/g, '-');
       // Listed headers, and any header named like a secret (x-auth-token, x-goog-api-key, …).
-      const secret = this.#headers.includes(header) || this.#sensitiveKey(header);
+      const secret = this.#headers.includes(header) || this.isSecretKey(header);
       return secret ? (Array.isArray(value) ? value.map(() => REDACTED) : REDACTED) : undefined;
     }
-    if (typeof value !== 'string') return undefined;
-    if (URL_KEYS.has(key)) return value.includes('@') || this.#mayHoldSecretQuery(value) ? changedOrUndefined(value, this.url(value)) : undefined;
-    if (key === 'url.query') return this.#mayHoldSecretQuery(value) ? changedOrUndefined(value, this.query(value)) : undefined;
-    if (value.includes('://')) return changedOrUndefined(value, this.text(value));
+    if (typeof value === 'string') return changedOrUndefined(value, this.#value(key, value));
+    if (Array.isArray(value) && value.some((item) => typeof item === 'string')) {
+      const redacted = value.map((item: unknown) => (typeof item === 'string' ? this.#value(key, item) : item));
+      return redacted.some((item, i) => item !== value[i]) ? redacted : undefined;
+    }
     return undefined;
   }
 
-  /**
-   * Free text (error messages, stacks, names) with secrets redacted: every URL in it, `key=value`
-   * and `key: value` pairs of sensitive keys, and `Bearer`/`Basic` credentials.
-   */
-  text(value: string): string {
-    // Dumps cap their attributes anyway: a bounded input keeps every regex below linear in practice.
-    if (value.length > MAX_TEXT) value = value.slice(0, MAX_TEXT);
-    if (!value.includes('://') && !this.#mayHoldSecretQuery(value) && !CREDENTIAL.test(value)) return value;
-    const withoutUrls = value.includes('://') ? value.replace(URL_IN_TEXT, (url) => this.url(url)) : value;
-    const withoutUrlsAndCredentials = withoutUrls.replace(CREDENTIAL_GLOBAL, (_match, scheme: string) => `${scheme} ${REDACTED}`);
-    return this.#redactPairs(withoutUrlsAndCredentials);
+  /** One string attribute value: URLs parsed as URLs, a query as a query, everything else as free text. */
+  #value(key: string, value: string): string {
+    if (URL_KEYS.has(key)) return this.url(value);
+    if (key === 'url.query') return this.query(value);
+    return this.text(value);
   }
 
-  /** Redacts the value of every `key=value` / `key: value` pair whose key names a secret. */
-  #redactPairs(text: string): string {
-    const pair = new RegExp(PAIR.source, 'g');
+  /**
+   * The one place values are bounded: the input is cut to the cap before it is scanned (bounding
+   * the work), and the result after (`REDACTED` is longer than a short secret, so redaction can
+   * grow a value), with a marker giving the original length.
+   */
+  #capped(value: string, redact: (text: string) => string): string {
+    const max = this.#maxValueLength;
+    const redacted = redact(value.length > max ? cut(value, max) : value);
+    if (value.length <= max && redacted.length <= max) return redacted;
+    return `${cut(redacted, max)}…[truncated from ${value.length} chars]`;
+  }
+
+  #url(text: string): string {
+    // Split by hand (one indexOf each): `new URL` re-serialises, and fails on what it cannot parse.
+    const queryAt = text.indexOf('?');
+    const hashAt = text.indexOf('#', queryAt === -1 ? 0 : queryAt);
+    const pathEnd = queryAt !== -1 ? queryAt : hashAt !== -1 ? hashAt : text.length;
+    let head = text.slice(0, pathEnd);
+    const schemeEnd = head.indexOf('://');
+    if (schemeEnd !== -1 && schemeEnd <= 32) {
+      const authorityStart = schemeEnd + 3;
+      const slash = head.indexOf('/', authorityStart);
+      const authorityEnd = slash === -1 ? head.length : slash;
+      const at = head.lastIndexOf('@', authorityEnd - 1);
+      if (at >= authorityStart) head = head.slice(0, authorityStart) + head.slice(at + 1);
+    }
+    if (head.includes(';')) head = head.replace(PATH_PARAM, (param: string, name: string) => (this.isSecretKey(name) ? `;${name}=${REDACTED}` : param));
+    if (head.includes('eyJ')) head = head.replace(JWT, REDACTED);
+    const query = queryAt === -1 ? '' : `?${this.#query(text.slice(queryAt + 1, hashAt === -1 ? text.length : hashAt))}`;
+    // OAuth implicit flows put tokens in the fragment: #access_token=…
+    const fragment = hashAt === -1 ? '' : `#${this.#query(text.slice(hashAt + 1))}`;
+    return `${head}${query}${fragment}`;
+  }
+
+  /** One pass over `a=b&c=d`: each key is checked once, each value kept or replaced once. */
+  #query(text: string): string {
+    const mark = text.startsWith('?') ? '?' : '';
+    if (!text.includes('=')) return text;
+    const parts = (mark === '' ? text : text.slice(1)).split('&');
+    for (let i = 0; i < parts.length; i++) {
+      const part = parts[i] ?? '';
+      const eq = part.indexOf('=');
+      if (eq === -1) continue;
+      if (this.isSecretKey(part.slice(0, eq))) parts[i] = `${part.slice(0, eq + 1)}${REDACTED}`;
+      else if (part.includes('eyJ', eq)) parts[i] = part.replace(JWT, REDACTED);
+    }
+    return mark + parts.join('&');
+  }
+
+  #text(text: string): string {
+    if (!MAY_HOLD_SECRET.test(text)) return text;
+    const scanner = new RegExp(SCANNER);
     let result = '';
     let copied = 0;
-    for (let match = pair.exec(text); match !== null; match = pair.exec(text)) {
-      const [, key = '', separator = '', secret = ''] = match;
-      const valueStart = match.index + key.length + separator.length;
-      if (this.#sensitiveKey(key) && secret !== REDACTED && !/^(bearer|basic)$/i.test(secret)) {
-        result += `${text.slice(copied, valueStart)}${REDACTED}`;
-        copied = valueStart + secret.length;
-      } else {
-        pair.lastIndex = valueStart; // the value may itself start a pair: "failed: password=…"
+    for (let match = scanner.exec(text); match !== null; match = scanner.exec(text)) {
+      const groups = match.groups ?? {};
+      const { url, authPrefix, authValue, credPrefix, credValue, jwt, key, sep, value } = groups;
+      let replacement: string | undefined;
+      if (url !== undefined) replacement = this.#url(url);
+      else if (authPrefix !== undefined && authValue !== undefined) replacement = authValue === REDACTED ? undefined : `${authPrefix}${REDACTED}`;
+      else if (credPrefix !== undefined && credValue !== undefined) replacement = credValue === REDACTED ? undefined : `${credPrefix}${REDACTED}`;
+      else if (jwt !== undefined) replacement = REDACTED;
+      else if (key !== undefined && sep !== undefined && value !== undefined) {
+        if (this.isSecretKey(key) || /^identified\s+by$/i.test(key)) replacement = `${key}${sep}${quoted(value)}`;
+        // Not a secret: its value may still hold one ("error: password=…", "{"body":"token=…"}").
+        else scanner.lastIndex = match.index + key.length + sep.length;
+      }
+      if (replacement !== undefined && replacement !== match[0]) {
+        result += text.slice(copied, match.index) + replacement;
+        copied = match.index + match[0].length;
       }
     }
-    return result + text.slice(copied);
+    return copied === 0 ? text : result + text.slice(copied);
   }
+}
 
-  /** A cheap pre-check: text that names no sensitive key needs no parsing. */
-  #mayHoldSecretQuery(value: string): boolean {
-    const lower = value.toLowerCase();
-    return this.#queryKeys.some((k) => lower.includes(k));
-  }
+/** The first `length` UTF-16 units of `text`, never ending in half a surrogate pair. */
+function cut(text: string, length: number): string {
+  if (text.length <= length) return text;
+  const last = text.charCodeAt(length - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? length - 1 : length);
+}
 
-  #sensitiveKey(key: string): boolean {
-    const lower = key.toLowerCase();
-    return this.#queryKeys.some((k) => lower === k || lower.includes(k));
+/** REDACTED in the quotes the value had, so JSON and SQL stay well-formed. */
+function quoted(value: string): string {
+  for (const quote of ['\\"', '"', "'"]) {
+    if (value.startsWith(quote)) return `${quote}${REDACTED}${value.length > quote.length && value.endsWith(quote) ? quote : ''}`;
   }
+  return REDACTED;
 }
 
 function changedOrUndefined(before: string, after: string): string | undefined {

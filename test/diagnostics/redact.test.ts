@@ -1,5 +1,7 @@
-import { describe, expect, it } from 'vitest';
-import { Redactor } from '../../src/diagnostics/index.js';
+import { TracerProvider } from '@opentelemetry/sdk-trace';
+import fc from 'fast-check';
+import { describe, expect, it, vi } from 'vitest';
+import { DEFAULT_SECRET_WORDS, InFlightSpanProcessor, Redactor } from '../../src/diagnostics/index.js';
 import { isLoopback } from '../../src/probe/index.js';
 
 const redactor = new Redactor();
@@ -28,6 +30,8 @@ describe('Redactor (SPEC §8)', () => {
     const custom = new Redactor({ queryKeys: ['tenant'], headers: ['x-tenant'] });
     expect(custom.url('http://h/?tenant=acme&token=t')).toBe('http://h/?tenant=REDACTED&token=t');
     expect(custom.attribute('http.request.header.x-tenant', 'acme')).toBe('REDACTED');
+    const extended = new Redactor({ queryKeys: [...DEFAULT_SECRET_WORDS, 'tenant_id'] });
+    expect(extended.url('http://h/?x-tenant-id=acme&token=t')).toBe('http://h/?x-tenant-id=REDACTED&token=REDACTED');
   });
 });
 
@@ -79,5 +83,175 @@ describe('Redactor.text on code locations and hostile input', () => {
     redactor.text('sig-'.repeat(20_000));
     redactor.text(`${'token.'.repeat(10_000)}=x`);
     expect(performance.now() - started).toBeLessThan(500);
+  });
+});
+
+describe('Redactor: secrets in every form they reach a span', () => {
+  it.each([
+    ['JSON error body', '{"error":"invalid_grant","refresh_token":"rt-1a2b","hint":"x"}', '{"error":"invalid_grant","refresh_token":"REDACTED","hint":"x"}'],
+    ['JSON inside a JSON string', String.raw`{"body":"{\"access_token\":\"at-9\",\"n\":1}"}`, String.raw`{"body":"{\"access_token\":\"REDACTED\",\"n\":1}"}`],
+    ['Authorization, a scheme of its own', 'sent Authorization: Token tok-77 upstream', 'sent Authorization: Token REDACTED upstream'],
+    ['Authorization, no scheme', 'authorization=raw-key-1', 'authorization=REDACTED'],
+    ['a bare Bearer credential', 'retry with Bearer b-1.x', 'retry with Bearer REDACTED'],
+    ['password="x"', 'login failed password="hunter 2" user=bob', 'login failed password="REDACTED" user=bob'],
+    ['password=x', 'login failed password=hunter2 user=bob', 'login failed password=REDACTED user=bob'],
+    ['a span name with a query and no scheme', 'GET /callback?token=t-1&page=2', 'GET /callback?token=REDACTED&page=2'],
+    ['a percent-encoded key in a name', 'GET /cb?%74oken=t-2', 'GET /cb?%74oken=REDACTED'],
+    ['db statement, password=', 'host=db user=app password=pw-1 dbname=x', 'host=db user=app password=REDACTED dbname=x'],
+    ["db statement, PASSWORD '…'", "ALTER ROLE app WITH LOGIN PASSWORD 'pw-2'", "ALTER ROLE app WITH LOGIN PASSWORD 'REDACTED'"],
+    ["db statement, IDENTIFIED BY '…'", "CREATE USER 'u'@'%' IDENTIFIED BY 'pw-3'", "CREATE USER 'u'@'%' IDENTIFIED BY 'REDACTED'"],
+    ['connect.sid cookie', 'connect.sid=s%3Aabc.def; theme=dark', 'connect.sid=REDACTED; theme=dark'],
+    ['a cookie header in text', 'cookie: sid=1; lang=en', 'cookie: REDACTED; lang=en'],
+    ['a bare JWT', 'token was eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln-x_y rejected', 'token was REDACTED rejected'],
+    ['a JWT cut before its signature', 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0', 'REDACTED'],
+    ['camelCase key', 'apiKey: k-1', 'apiKey: REDACTED'],
+  ])('text: %s', (_what, input, output) => {
+    expect(redactor.text(input)).toBe(output);
+    expect(redactor.text(output)).toBe(output); // idempotent: a second pass changes nothing
+  });
+
+  it.each([
+    ['a percent-encoded key', 'http://h/p?%74oken=abc&page=1', 'http://h/p?%74oken=REDACTED&page=1'],
+    ['a ;jsessionid= path parameter', 'http://h/app;jsessionid=ABC123/x?y=1', 'http://h/app;jsessionid=REDACTED/x?y=1'],
+    ['camelCase and bracketed keys', '/p?apiKey=1&user[password]=2&sessionId=3', '/p?apiKey=REDACTED&user[password]=REDACTED&sessionId=REDACTED'],
+    ['a JWT in the path and under a harmless key', 'https://h/reset/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.x?next=eyJhIjoxfQ.eyJiIjoyfQ.y', 'https://h/reset/REDACTED?next=REDACTED'],
+    ['everything else byte for byte', 'http://h/p?q=a%20b+c&token=t&x=%E2%9C%93', 'http://h/p?q=a%20b+c&token=REDACTED&x=%E2%9C%93'],
+  ])('url: %s', (_what, input, output) => {
+    expect(redactor.url(input)).toBe(output);
+  });
+
+  it('redacts the 8 planted secrets of the adversarial pass wherever an attribute carries them', () => {
+    expect(redactor.attribute('http.response.body', '{"refresh_token":"rt-1"}')).toBe('{"refresh_token":"REDACTED"}');
+    expect(redactor.attribute('exception.message', 'Authorization: Token tok-1')).toBe('Authorization: Token REDACTED');
+    expect(redactor.attribute('db.query.text', "SELECT 1 /* password=pw */")).toBe('SELECT 1 /* password=REDACTED */');
+    expect(redactor.attribute('db.statement', "ALTER USER x PASSWORD 'pw'")).toBe("ALTER USER x PASSWORD 'REDACTED'");
+    expect(redactor.attribute('app.note', 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.s')).toBe('REDACTED');
+    expect(redactor.attribute('url.query', '?%74oken=1')).toBe('?%74oken=REDACTED');
+    expect(redactor.attribute('url.path', '/a;jsessionid=1')).toBe('/a;jsessionid=REDACTED');
+    expect(redactor.attribute('http.request.header.cookie', ['connect.sid=s%3A1'])).toEqual(['REDACTED']);
+  });
+});
+
+describe('Redactor: harmless keys stay visible', () => {
+  const harmless = ['author', 'country_code', 'design', 'keyboard', 'signal', 'tokenizer', 'passage', 'monkey', 'sidebar', 'authored_at', 'visit_count', 'page_size'];
+  it.each(harmless)('%s', (key) => {
+    expect(redactor.isSecretKey(key)).toBe(false);
+    expect(redactor.url(`http://h/p?${key}=v`)).toBe(`http://h/p?${key}=v`);
+    expect(redactor.text(`${key}=v`)).toBe(`${key}=v`);
+    expect(redactor.text(`{"${key}":"v"}`)).toBe(`{"${key}":"v"}`);
+  });
+  it.each(['token', 'refresh_token', 'X-Auth-Token', 'accessToken', 'ACCESS_TOKEN', 'api_key', 'apikey', 'APIKey', 'client_secret', 'passwd', 'pwd', 'Authorization', 'credentials', 'X-Amz-Signature', 'sig', 'sig0', 'session', 'sid', 'JSESSIONID', 'PHPSESSID', 'connect.sid', 'set-cookie', 'private_key', '%74oken', 'user[password]'])('%s is a secret key', (key) => {
+    expect(redactor.isSecretKey(key)).toBe(true);
+  });
+});
+
+/** `sig0&sig1&…` (the shape that stalled the loop) or `sig0=1&sig1=1&…`, `bytes` long. */
+function adversarialQuery(bytes: number, value = '', first = 0): string {
+  const parts: string[] = [];
+  let length = -1;
+  for (let i = first; length < bytes; i++) {
+    const part = `sig${i}${value}`;
+    parts.push(part);
+    length += part.length + 1;
+  }
+  return parts.join('&');
+}
+
+/** Least time, in ms, of `rounds` runs of `fn`: the least is the run the machine disturbed least. */
+function leastTime(fn: () => void, rounds: number): number {
+  let least = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < rounds; i++) {
+    const started = process.hrtime.bigint();
+    fn();
+    least = Math.min(least, Number(process.hrtime.bigint() - started) / 1e6);
+  }
+  return least;
+}
+
+describe('Redactor: linear, bounded, once', () => {
+  it.each([
+    ['keys only (sig0&sig1&…)', ''],
+    ['every key a secret with a value (sig0=1&…)', '=1'],
+  ])('an adversarial query costs the same per byte at 1 KB and 64 KB: %s', (_shape, value) => {
+    // Uncapped, so the comparison sees the algorithm, not the cap. Same bytes and as many distinct
+    // keys on both sides (the redactor remembers verdicts for recurring keys): 64 different 1 KB
+    // inputs against one 64 KB input; a quadratic scan makes the second ~64× dearer.
+    const uncapped = new Redactor({ maxValueLength: Infinity });
+    const url = (query: string) => `https://h.example/p?${query}`;
+    const smalls = Array.from({ length: 64 }, (_, i) => adversarialQuery(1_024, value, 100_000 + i * 1_000));
+    const large = adversarialQuery(65_536, value, 100_000);
+    const work = {
+      small: () => {
+        for (const small of smalls) {
+          uncapped.attribute('url.full', url(small));
+          uncapped.attribute('url.query', `?${small}`);
+        }
+      },
+      large: () => {
+        uncapped.attribute('url.full', url(large));
+        uncapped.attribute('url.query', `?${large}`);
+      },
+    };
+    work.small();
+    work.large(); // warm up both paths
+    const ratio = leastTime(work.large, 5) / leastTime(work.small, 5);
+    expect(ratio).toBeLessThan(3);
+  });
+
+  it('a URL with 2,460 secret-looking keys (~21 KB): every value replaced, cut at the cap', () => {
+    const query = Array.from({ length: 2_460 }, (_, i) => `sig${i}=x`).join('&');
+    const url = `https://h.example/p?${query}`;
+    for (const [key, value] of [['url.full', url], ['url.query', `?${query}`]] as const) {
+      const redacted = redactor.attribute(key, value) as string;
+      expect(redacted.length).toBeLessThan(16_384 + 40);
+      expect(redacted).toMatch(/…\[truncated from \d+ chars\]$/);
+      expect(redacted).not.toMatch(/=x(&|…|$)/);
+      const whole = new Redactor({ maxValueLength: Infinity }).attribute(key, value) as string;
+      expect(whole.match(/=REDACTED/g)).toHaveLength(2_460);
+    }
+  });
+
+  it('refuses a cap that is not a length', () => {
+    expect(() => new Redactor({ maxValueLength: 0 })).toThrow(/maxValueLength/);
+    expect(() => new Redactor({ maxValueLength: Number.NaN })).toThrow(/maxValueLength/);
+  });
+
+  it('the span processor redacts each value once', () => {
+    const processor = new InFlightSpanProcessor();
+    const attribute = vi.spyOn(processor.redactor, 'attribute');
+    const tracer = new TracerProvider({ spanProcessors: [processor] }).getTracer('test');
+    const span = tracer.startSpan('GET', { attributes: { 'url.full': 'http://h/p?token=t', 'http.request.method': 'GET' } });
+    span.setAttribute('http.response.status_code', 200);
+    span.end();
+    const calls = attribute.mock.calls.map(([key]) => key);
+    expect(calls.filter((key) => key === 'url.full')).toHaveLength(1);
+    expect(calls.filter((key) => key === 'http.response.status_code')).toHaveLength(1);
+  });
+});
+
+describe('Redactor: any secret key in any form', () => {
+  // A secret word, dressed as keys are in the wild: a prefix, a separator or a camel hump, a suffix.
+  const secretKey = fc
+    .tuple(fc.constantFrom('', 'x-', 'user_', 'app.', 'my', 'client'), fc.constantFrom(...DEFAULT_SECRET_WORDS), fc.constantFrom('', '_1', '[0]', '-v2'))
+    .map(([prefix, word, suffix]) => `${prefix}${/[a-z]$/.test(prefix) && !prefix.endsWith('.') ? word.charAt(0).toUpperCase() + word.slice(1) : word}${suffix}`);
+  const secretValue = fc.stringMatching(/^[A-Za-z0-9._~+/-]{6,24}$/).map((value) => `S3cr${value}`);
+  const form = fc.constantFrom(
+    (key: string, value: string) => `failed: ${key}=${value} (retry)`,
+    (key: string, value: string) => `{"error":"x","${key}":"${value}"}`,
+    (key: string, value: string) => `${key}: ${value}`,
+    (key: string, value: string) => `${key}="${value}" rejected`,
+    (key: string, value: string) => `GET /p?a=1&${key}=${value}#f`,
+    (key: string, value: string) => `https://h.example/p?${encodeURIComponent(key)}=${value}`,
+  );
+
+  it('never lets the value through, and a second pass changes nothing', () => {
+    fc.assert(
+      fc.property(secretKey, secretValue, form, (key, value, write) => {
+        const once = redactor.text(write(key, value));
+        expect(once).not.toContain(value);
+        expect(redactor.text(once)).toBe(once);
+      }),
+      { numRuns: 2_000 },
+    );
   });
 });
