@@ -4,6 +4,8 @@ import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace
 import { invalidOption, oneOf } from '../errors/index.js';
 import { ATTR_HEALTH_COMPONENT } from '../semconv/index.js';
 import { Redactor, type RedactionOptions } from './redact.js';
+
+const DIAGNOSTIC_PREFIX = 'lifeline.diagnostic.';
 import { captureStack, type CapturedStack } from './stacks.js';
 
 /** Which spans get a creation stack: none, those of tick work (default), or all. */
@@ -117,6 +119,9 @@ export class InFlightSpanProcessor implements SpanProcessor {
       const eventAttributes = event.attributes;
       if (eventAttributes === undefined) continue;
       for (const key in eventAttributes) {
+        // A verdict's dump is built from redacted snapshots and bounded by its own maxBytes:
+        // cutting it again at maxValueLength would break its JSON when maxBytes is raised.
+        if (key.startsWith(DIAGNOSTIC_PREFIX)) continue;
         const redacted = this.#redactor.attribute(key, eventAttributes[key]);
         if (redacted !== undefined) (eventAttributes as Record<string, unknown>)[key] = redacted;
       }
