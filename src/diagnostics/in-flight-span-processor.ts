@@ -4,9 +4,9 @@ import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace
 import { invalidOption, oneOf } from '../errors/index.js';
 import { ATTR_HEALTH_COMPONENT } from '../semconv/index.js';
 import { Redactor, type RedactionOptions } from './redact.js';
+import { captureStack, type CapturedStack } from './stacks.js';
 
 const DIAGNOSTIC_PREFIX = 'lifeline.diagnostic.';
-import { captureStack, type CapturedStack } from './stacks.js';
 
 /** Which spans get a creation stack: none, those of tick work (default), or all. */
 export type CaptureStacks = 'off' | 'ticks' | 'all';
