@@ -8,6 +8,7 @@ import { loggerOrDefault } from '../log/index.js';
 import { autoInstrumentations } from './auto-instrumentations.js';
 import { installEsmHook, instrumentedModules } from './esm-hook.js';
 import { ExportWarningExporter, otlpDestination } from './export-warning.js';
+import { RetryingExporter } from './retrying-exporter.js';
 import { batchProcessorFromEnv, batchTuningFromEnv, traceExportersFromEnv } from './exporters-from-env.js';
 import { assembleParts, lifelineRunning, type Lifeline, type LifelineParts, type LifelinePartsOptions } from './lifeline-parts.js';
 
@@ -121,7 +122,10 @@ async function instrumentationsOf(options: LifelineOptions): Promise<(parts: Lif
   ];
 }
 
-/** Batched exporters, each saying once when its spans cannot be exported. */
+/**
+ * Batched exporters, each retrying what the collector did not take (a collector restart costs no
+ * span) and saying once when spans cannot be exported.
+ */
 async function exportingProcessors(options: LifelineOptions): Promise<SpanProcessor[]> {
   if (options.spanProcessors) return options.spanProcessors;
   const logger = loggerOrDefault(options.logger);
@@ -129,5 +133,5 @@ async function exportingProcessors(options: LifelineOptions): Promise<SpanProces
     ? [new ExportWarningExporter(options.traceExporter, logger, 'traceExporter')]
     : (await traceExportersFromEnv()).map((exporter) => new ExportWarningExporter(exporter, logger, otlpDestination()));
   const tuning = batchTuningFromEnv(process.env, logger); // once, so a bad value is warned about once
-  return exporters.map((exporter) => batchProcessorFromEnv(exporter, tuning));
+  return exporters.map((exporter) => batchProcessorFromEnv(new RetryingExporter(exporter, logger), tuning));
 }

@@ -47,8 +47,9 @@ interface OtlpRequest {
 /**
  * A minimal OTLP/HTTP JSON trace receiver on loopback: services under test export to it with the
  * real OTLP exporter (`OTEL_EXPORTER_OTLP_PROTOCOL=http/json`), so their spans can be asserted on.
+ * `port` 0 picks a free one; a given port lets a test start the receiver after the service (a collector coming up late).
  */
-export async function otlpReceiver(): Promise<{ endpoint: string; spans: ReceivedSpan[]; waitFor: (predicate: (spans: ReceivedSpan[]) => boolean, timeoutMs?: number) => Promise<ReceivedSpan[]>; close: () => Promise<void> }> {
+export async function otlpReceiver(port = 0): Promise<{ endpoint: string; spans: ReceivedSpan[]; waitFor: (predicate: (spans: ReceivedSpan[]) => boolean, timeoutMs?: number) => Promise<ReceivedSpan[]>; close: () => Promise<void> }> {
   const spans: ReceivedSpan[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -58,10 +59,10 @@ export async function otlpReceiver(): Promise<{ endpoint: string; spans: Receive
       res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  const listening = (server.address() as AddressInfo).port;
   return {
-    endpoint: `http://127.0.0.1:${port}`,
+    endpoint: `http://127.0.0.1:${String(listening)}`,
     spans,
     async waitFor(predicate, timeoutMs = 15_000) {
       const until = Date.now() + timeoutMs;

@@ -1,0 +1,88 @@
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { RetryingExporter } from '../../src/sdk/retrying-exporter.js';
+import { freePort } from '../support/node.js';
+import { otlpReceiver } from '../support/otlp-receiver.js';
+import { startService } from '../support/service.js';
+
+describe('a collector that is down for a while', () => {
+  it('costs no span: batches it refused are sent again, in order, once it is back', async () => {
+    const port = await freePort(); // nothing listens yet: every export is refused
+    const app = await startService(
+      'test/fixtures/span-emitter.mjs',
+      { OTEL_SERVICE_NAME: 'retry', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${String(port)}`, OTEL_BSP_SCHEDULE_DELAY: '50', OTEL_EXPORTER_OTLP_TIMEOUT: '300', LIFELINE_PROBE_PORT: '0', SPANS: '50', SPAN_EVERY_MS: '20' },
+      ['--import', 'otel-lifeline/register'],
+    );
+    try {
+      // All 50 spans end (in ~1 s); the exporter gives up on each batch within 300 ms, long before the collector comes up.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      const receiver = await otlpReceiver(port);
+      try {
+        const spans = await receiver.waitFor((all) => all.filter((s) => s.service === 'retry').length >= 50, 20_000);
+        const names = spans.filter((s) => s.service === 'retry').map((s) => s.name);
+        expect(new Set(names).size).toBe(50);
+        expect(names).toEqual(Array.from({ length: 50 }, (_, i) => `span-${String(i)}`)); // in order
+        expect(app.stdout()).toContain('spans cannot be exported'); // the outage was said, once
+      } finally {
+        await receiver.close();
+      }
+    } finally {
+      await app.stop();
+    }
+  });
+});
+
+describe('RetryingExporter bounds', () => {
+  const quiet = { warn: () => undefined, info: () => undefined, debug: () => undefined };
+  const spansNamed = (tracer: ReturnType<TracerProvider['getTracer']>, prefix: string, n: number): void => {
+    for (let i = 0; i < n; i++) tracer.startSpan(`${prefix}-${String(i)}`).end();
+  };
+
+  it('keeps at most maxSpans for a collector that stays down, dropping (and counting) the oldest', async () => {
+    const port = await freePort();
+    const retrying = new RetryingExporter(new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }), quiet, { maxSpans: 10, initialBackoffMs: 60_000 });
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: retrying })] });
+    spansNamed(provider.getTracer('t'), 'down', 25);
+    await eventually(() => retrying.dropped === 15);
+    // Back up: the 10 newest arrive (a simple processor exports spans concurrently, so each failed alone).
+    const receiver = await otlpReceiver(port);
+    try {
+      await retrying.forceFlush();
+      expect(receiver.spans.map((s) => s.name).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `down-${String(i + 15)}`).sort());
+    } finally {
+      await provider.shutdown();
+      await receiver.close();
+    }
+  });
+
+  it('does not retry what the collector refuses for good (HTTP 400): dropped and counted', async () => {
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(400).end());
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const retrying = new RetryingExporter(new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces` }), quiet, { initialBackoffMs: 10 });
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: retrying })] });
+    try {
+      spansNamed(provider.getTracer('t'), 'bad', 3);
+      await eventually(() => retrying.dropped === 3);
+      await retrying.forceFlush();
+      expect(retrying.dropped).toBe(3);
+    } finally {
+      await provider.shutdown();
+      server.close();
+    }
+  });
+});
+
+async function eventually(check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > until) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
