@@ -1,3 +1,3 @@
 export { startLifeline, type Lifeline, type LifelineOptions } from './start-lifeline.js';
-export { lifelineParts, type LifelineParts, type LifelinePartsOptions } from './lifeline-parts.js';
+export { forceFlush, lifelineParts, type LifelineParts, type LifelinePartsOptions } from './lifeline-parts.js';
 export { GrpcDeadlineInstrumentation, type GrpcDeadlineInstrumentationConfig } from './grpc-deadline-instrumentation.js';

@@ -205,11 +205,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       const lifeline: Lifeline = {
         health,
         probe,
-        forceFlush: async () => {
-          // NodeSDK keeps its tracer provider private; the global proxy hands out the one it registered.
-          const provider = trace.getTracerProvider() as { getDelegate?: () => { forceFlush?: () => Promise<void> } };
-          await provider.getDelegate?.().forceFlush?.();
-        },
+        forceFlush,
         shutdown: () =>
           (stopping ??= (async () => {
             process.off('SIGTERM', onSigterm);
@@ -264,6 +260,37 @@ export function lifelineParts(options: LifelinePartsOptions = {}): LifelineParts
 }
 
 let running = false;
+
+/**
+ * Exports every ended span now, through the tracer provider the SDK registered globally: the way
+ * an app with a SIGTERM handler of its own flushes before it exits, in register mode too (where it
+ * holds no lifeline object).
+ *
+ * @example
+ * ```ts
+ * import { forceFlush } from 'otel-lifeline/sdk';
+ *
+ * process.on('SIGTERM', () => {
+ *   server.close(async () => {
+ *     await forceFlush(); // the spans of the last requests, before the process ends
+ *     process.exit(0);
+ *   });
+ * });
+ * ```
+ */
+export function forceFlush(): Promise<void> {
+  // One after another: a batch processor's flush does not wait for an export another flush started,
+  // so a second flush (the app's, while lifeline's SIGTERM flush runs) would return before it ended.
+  const run = flushing.then(async () => {
+    // NodeSDK keeps its tracer provider private; the global proxy hands out the one it registered.
+    const provider = trace.getTracerProvider() as { getDelegate?: () => { forceFlush?: () => Promise<void> } };
+    await provider.getDelegate?.().forceFlush?.();
+  });
+  flushing = run.catch(() => undefined);
+  return run;
+}
+
+let flushing: Promise<void> = Promise.resolve();
 
 /**
  * An ES module that imported `node:http` before the SDK started (the SDK's own dependencies do)

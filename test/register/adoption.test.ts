@@ -107,6 +107,16 @@ describe('register mode in a service as it is', () => {
     expect(receiver.spans.filter((s) => s.service === 'batch-job').map((s) => s.name)).toEqual(['nightly job']);
   });
 
+  it('an app with a SIGTERM handler of its own flushes with forceFlush() before process.exit', async () => {
+    const app = await startService(
+      'test/fixtures/own-sigterm-service.mjs',
+      { OTEL_SERVICE_NAME: 'own-sigterm', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, LIFELINE_PROBE_PORT: '0' },
+      ['--import', 'otel-lifeline/register'],
+    );
+    await app.stop(); // SIGTERM; the default batch delay (5 s) has not passed
+    expect(receiver.spans.filter((s) => s.service === 'own-sigterm').map((s) => s.name)).toEqual(['last request']);
+  });
+
   it('a busy default probe port: one warning, and the service runs without a probe server', async () => {
     const holder = await holdPort(5555);
     try {
