@@ -6,7 +6,7 @@ import type { SpanProcessor } from '@opentelemetry/sdk-trace';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { DEFAULT_HEADERS_TIMEOUT_MS, unsupportedNode } from '../config/index.js';
 import { invalidOption, oneOf } from '../errors/index.js';
-import { policyDeadlineOf } from '../http/index.js';
+import { closeServersGracefully, policyDeadlineOf, trackHttpServers } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
 import { installInboundTrust } from '../inbound/index.js';
 import { defaultLogger } from '../log/index.js';
@@ -185,6 +185,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       syncBuiltinViews();
       // Whose inbound deadlines are obeyed is judged by the caller's address, recorded per request.
       const inboundTrust = installInboundTrust();
+      const servers = trackHttpServers();
       try {
         if (deadlines !== false) {
           dispatcher = installDeadlineDispatcher(deadlines);
@@ -194,6 +195,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         probePort = probe?.port;
         health.useDiagnostics(diagnostics);
       } catch (err) {
+        servers.uninstall();
         inboundTrust.uninstall();
         dispatcher?.uninstall();
         httpDeadlines?.uninstall();
@@ -215,6 +217,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
             try {
               await stopSdk?.();
             } finally {
+              servers.uninstall();
               inboundTrust.uninstall();
               dispatcher?.uninstall();
               httpDeadlines?.uninstall();
@@ -232,12 +235,28 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         health.drain();
         // Whether the app will handle shutdown itself is known only now: it may register later than us.
         const appHandles = process.listenerCount('SIGTERM') > 1;
-        const work = appHandles ? lifeline.forceFlush() : lifeline.forceFlush().then(() => lifeline.shutdown());
+        // Ending the process is the signal's default action, so the process must still be here to
+        // take it: the loop could otherwise run dry once the servers close, and exit with 0.
+        const hold = appHandles ? undefined : setInterval(() => undefined, 1_000);
+        const work = appHandles ? lifeline.forceFlush() : endGracefully();
         void withinBudget(work, timeoutMs).then(() => {
           if (appHandles) return;
+          clearInterval(hold);
           process.off('SIGTERM', onSigterm);
           process.kill(process.pid, 'SIGTERM'); // no handler left: the default action ends the process
         });
+      }
+      /**
+       * No handler of the app's: the process is ending. Its servers stop taking requests and those
+       * in flight finish (within half the budget), so the last flush holds every answered request.
+       */
+      async function endGracefully(): Promise<void> {
+        const appServers = servers.servers().filter((server) => {
+          const address = server.address();
+          return !(typeof address === 'object' && address !== null && address.port === probe?.port);
+        });
+        await closeServersGracefully(appServers, timeoutMs / 2);
+        await lifeline.shutdown(); // flushes, then stops the SDK
       }
       if (options.handleSigterm ?? true) process.on('SIGTERM', onSigterm);
       // A process that ends by itself (a batch job, a test file) would drop the spans still batched:

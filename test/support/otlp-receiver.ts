@@ -48,15 +48,20 @@ interface OtlpRequest {
  * A minimal OTLP/HTTP JSON trace receiver on loopback: services under test export to it with the
  * real OTLP exporter (`OTEL_EXPORTER_OTLP_PROTOCOL=http/json`), so their spans can be asserted on.
  * `port` 0 picks a free one; a given port lets a test start the receiver after the service (a collector coming up late).
+ * `answerAfterMs` makes every export take that long (a slow collector).
  */
-export async function otlpReceiver(port = 0): Promise<{ endpoint: string; spans: ReceivedSpan[]; waitFor: (predicate: (spans: ReceivedSpan[]) => boolean, timeoutMs?: number) => Promise<ReceivedSpan[]>; close: () => Promise<void> }> {
+export async function otlpReceiver(port = 0, options: { answerAfterMs?: number } = {}): Promise<{ endpoint: string; spans: ReceivedSpan[]; waitFor: (predicate: (spans: ReceivedSpan[]) => boolean, timeoutMs?: number) => Promise<ReceivedSpan[]>; close: () => Promise<void> }> {
   const spans: ReceivedSpan[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       if (req.url === '/v1/traces') spans.push(...flatten(JSON.parse(Buffer.concat(chunks).toString('utf8')) as OtlpRequest));
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      const answer = (): void => {
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      };
+      if (options.answerAfterMs === undefined) answer();
+      else setTimeout(answer, options.answerAfterMs);
     });
   });
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
