@@ -4,7 +4,7 @@ import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace
 import { invalidOption, oneOf } from '../errors/index.js';
 import { ATTR_HEALTH_COMPONENT } from '../semconv/index.js';
 import { Redactor, type RedactionOptions } from './redact.js';
-import { captureStack, type CapturedStack } from './stacks.js';
+import { captureStack } from './stacks.js';
 
 /** Which spans get a creation stack: none, those of tick work (default), or all. */
 export type CaptureStacks = 'off' | 'ticks' | 'all';
@@ -27,7 +27,8 @@ export interface TrackedSpan {
   readonly parentSpanId: string | undefined;
   /** Epoch ms. */
   readonly startMs: number;
-  readonly stack: CapturedStack | undefined;
+  /** The user's frames where it started, one per line, when `captureStacks` wanted them. */
+  readonly stack: string | undefined;
 }
 
 /**
