@@ -35,7 +35,7 @@ export function captureStack(): string {
   // Formatting only the frames kept is cheaper than Node's full text. Someone else's formatter (or
   // Node's source maps) maps positions to the user's sources: then theirs, and the text is filtered.
   const ours = isNodesOwn(prepare) && !process.sourceMapsEnabled;
-  if (ours) hooks.prepareStackTrace = (_error, sites) => keepUserFrames(sites, siteWhere, (site) => `at ${site.toString()}`);
+  if (ours) hooks.prepareStackTrace = formatUserFrames;
   try {
     Error.captureStackTrace(holder, captureStack);
     const text = holder.stack; // read here, inside the scope where our formatter is installed
@@ -46,6 +46,9 @@ export function captureStack(): string {
     if (ours) hooks.prepareStackTrace = prepare;
   }
 }
+
+/** Lifeline's formatter, installed only while it captures: the user's frames as `.stack` shows them. */
+const formatUserFrames: Formatter = (_error, sites) => keepUserFrames(sites, siteWhere, (site) => `at ${site.toString()}`);
 
 /** The frames of a stack from {@link captureStack}. */
 export function userFrames(stack: string | undefined): string[] {
