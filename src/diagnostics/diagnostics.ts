@@ -39,8 +39,8 @@ export interface DiagnosticsOptions {
 /** Snapshot spans exported per verdict at most: enough to show stuck work, not a flood. */
 const MAX_SNAPSHOT_SPANS = 256;
 /**
- * Nodes per component tree, and nodes whose stack is formatted (V8 formats a captured stack on
- * first read, ~15 µs): attributes are capped at a few KiB anyway, so a dump stays fast at 10,000.
+ * Nodes per component tree, and nodes whose stack is redacted and shown (each frame is scanned
+ * for secrets): attributes are capped at a few KiB anyway, so a dump stays fast at 10,000.
  */
 const MAX_TREE_NODES = 1_000;
 const MAX_STACKS = 256;

@@ -4,7 +4,7 @@ import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace
 import { invalidOption, oneOf } from '../errors/index.js';
 import { ATTR_HEALTH_COMPONENT } from '../semconv/index.js';
 import { Redactor, type RedactionOptions } from './redact.js';
-import { captureStack, type CapturedStack } from './stacks.js';
+import { captureStack } from './stacks.js';
 
 const DIAGNOSTIC_PREFIX = 'lifeline.diagnostic.';
 
@@ -15,6 +15,12 @@ export type CaptureStacks = 'off' | 'ticks' | 'all';
 export interface InFlightSpanProcessorOptions {
   /** Spans tracked at most; when full the oldest is evicted (and counted). Default 10 000. */
   maxSpans?: number;
+  /**
+   * Creation-stack text held at most, in bytes (characters; frames are ASCII paths); beyond it the
+   * oldest spans are evicted (and counted), so spans that are never ended cannot grow memory
+   * without bound. Default 8 MiB (about 5,000 stacks of 12 frames).
+   */
+  maxStackBytes?: number;
   /** Default `'ticks'`: spans in a tick's trace, where stuck work matters. */
   captureStacks?: CaptureStacks;
   /** What counts as a secret (words matched against key segments, headers) and how long a value may get; see {@link RedactionOptions}. */
@@ -29,7 +35,8 @@ export interface TrackedSpan {
   readonly parentSpanId: string | undefined;
   /** Epoch ms. */
   readonly startMs: number;
-  readonly stack: CapturedStack | undefined;
+  /** The user's frames where it started, one per line, when `captureStacks` wanted them. */
+  readonly stack: string | undefined;
 }
 
 /**
@@ -42,17 +49,21 @@ export interface TrackedSpan {
  */
 export class InFlightSpanProcessor implements SpanProcessor {
   readonly #maxSpans: number;
+  readonly #maxStackBytes: number;
   readonly #captureStacks: CaptureStacks;
   readonly #redactor: Redactor;
   readonly #spans = new Map<string, TrackedSpan>();
   /** Traces rooted at a tick span still in flight: their spans are "tick work". */
   readonly #tickTraces = new Map<string, number>();
   #evicted = 0;
+  #stackBytes = 0;
 
   constructor(options: InFlightSpanProcessorOptions = {}) {
-    const { maxSpans = 10_000, captureStacks = 'ticks', redact } = options;
+    const { maxSpans = 10_000, maxStackBytes = 8 * 1024 * 1024, captureStacks = 'ticks', redact } = options;
     if (typeof maxSpans !== 'number' || !Number.isInteger(maxSpans) || maxSpans < 1) throw invalidOption('maxSpans', maxSpans, 'an integer >= 1');
+    if (typeof maxStackBytes !== 'number' || !Number.isSafeInteger(maxStackBytes) || maxStackBytes < 1) throw invalidOption('maxStackBytes', maxStackBytes, 'an integer >= 1');
     this.#maxSpans = maxSpans;
+    this.#maxStackBytes = maxStackBytes;
     this.#captureStacks = oneOf('captureStacks', captureStacks, ['off', 'ticks', 'all']);
     this.#redactor = new Redactor(redact);
   }
@@ -62,7 +73,7 @@ export class InFlightSpanProcessor implements SpanProcessor {
     return this.#redactor;
   }
 
-  /** Spans dropped because the tracker was full, since it was created. */
+  /** Spans dropped because the tracker was full (maxSpans or maxStackBytes), since it was created. */
   get evicted(): number {
     return this.#evicted;
   }
@@ -92,17 +103,21 @@ export class InFlightSpanProcessor implements SpanProcessor {
     const isTick = span.attributes[ATTR_HEALTH_COMPONENT] !== undefined;
     if (isTick) this.#tickTraces.set(traceId, (this.#tickTraces.get(traceId) ?? 0) + 1);
     const wantStack = this.#captureStacks === 'all' || (this.#captureStacks === 'ticks' && this.#tickTraces.has(traceId));
+    const stack = wantStack ? captureStack() : undefined;
     this.#spans.set(spanId, {
       span,
       traceId,
       spanId,
       parentSpanId: span.parentSpanContext?.spanId,
       startMs: span.startTime[0] * 1_000 + span.startTime[1] / 1e6,
-      stack: wantStack ? captureStack() : undefined,
+      stack,
     });
-    if (this.#spans.size > this.#maxSpans) {
+    this.#stackBytes += stack?.length ?? 0;
+    // Oldest first (a Map iterates in insertion order): the newest is the likeliest to be live work.
+    while (this.#spans.size > this.#maxSpans || this.#stackBytes > this.#maxStackBytes) {
       const oldest = this.#spans.keys().next().value;
-      if (oldest !== undefined) this.#forget(oldest);
+      if (oldest === undefined) break;
+      this.#forget(oldest);
       this.#evicted++;
     }
   }
@@ -147,6 +162,7 @@ export class InFlightSpanProcessor implements SpanProcessor {
   shutdown(): Promise<void> {
     this.#spans.clear();
     this.#tickTraces.clear();
+    this.#stackBytes = 0;
     return Promise.resolve();
   }
 
@@ -154,6 +170,7 @@ export class InFlightSpanProcessor implements SpanProcessor {
     const tracked = this.#spans.get(spanId);
     if (tracked === undefined) return;
     this.#spans.delete(spanId);
+    this.#stackBytes -= tracked.stack?.length ?? 0;
     if (tracked.span.attributes[ATTR_HEALTH_COMPONENT] === undefined) return;
     const left = (this.#tickTraces.get(tracked.traceId) ?? 1) - 1;
     if (left > 0) this.#tickTraces.set(tracked.traceId, left);

@@ -132,10 +132,11 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
     throw invalidOption('shutdownTimeoutMs', shutdownTimeoutMs, 'a number of ms > 0 and at most 2147483647');
   }
   const health = options.health ?? processHealth;
-  const { captureStacks, maxSpans, redact, ...verdicts } = options.diagnostics ?? {};
+  const { captureStacks, maxSpans, maxStackBytes, redact, ...verdicts } = options.diagnostics ?? {};
   const inFlight = new InFlightSpanProcessor({
     ...(captureStacks === undefined ? {} : { captureStacks }),
     ...(maxSpans === undefined ? {} : { maxSpans }),
+    ...(maxStackBytes === undefined ? {} : { maxStackBytes }),
     ...(redact === undefined ? {} : { redact }),
   });
   const diagnostics = new Diagnostics({ ...verdicts, inFlight, ...(options.logger === undefined ? {} : { logger: options.logger }) });

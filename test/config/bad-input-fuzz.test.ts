@@ -34,6 +34,7 @@ describe('bad input: env and options (every rejection is a clear LifelineError, 
         acceptsOrNames(() => { new Health({ interval: a as number, buffer: b as number }).close(); }, /invalid (interval|buffer)/);
         acceptsOrNames(() => new DeadlinePolicy({ policy: a as [], defaultTimeoutMs: b as number }), /invalid (policy|defaultTimeoutMs)/);
         acceptsOrNames(() => new InFlightSpanProcessor({ maxSpans: a as number, captureStacks: b as 'off' }), /invalid (maxSpans|captureStacks)/);
+        acceptsOrNames(() => new InFlightSpanProcessor({ maxStackBytes: a as number }), /invalid maxStackBytes/);
         acceptsOrNames(() => new Diagnostics({ minIntervalMs: a as number, maxBytes: b as number }), /invalid diagnostics\./);
         acceptsOrNames(() => withTimeout(a as number, () => 0), /invalid timeout/);
         acceptsOrNames(() => withDeadline(b as number, () => 0), /invalid deadline/);

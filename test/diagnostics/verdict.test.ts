@@ -207,6 +207,27 @@ describe('InFlightSpanProcessor', () => {
     expect(small.size).toBe(0);
   });
 
+  it('evicts the oldest spans when their stacks pass maxStackBytes, counts them, and frees the bytes of ended spans', () => {
+    // One call site: every stack has the same text, so the same size.
+    const start = (tracer: ReturnType<TracerProvider['getTracer']>) => tracer.startSpan('s');
+    const measure = new InFlightSpanProcessor({ captureStacks: 'all' });
+    const one = start(new TracerProvider({ spanProcessors: [measure] }).getTracer('t'));
+    const bytes = measure.get(one.spanContext().spanId)?.stack?.length ?? 0;
+    expect(bytes).toBeGreaterThan(0);
+    const small = new InFlightSpanProcessor({ captureStacks: 'all', maxStackBytes: 3 * bytes });
+    const tracer = new TracerProvider({ spanProcessors: [small] }).getTracer('t');
+    const spans = Array.from({ length: 5 }, () => start(tracer));
+    expect(small.size).toBe(3);
+    expect(small.evicted).toBe(2);
+    expect(small.get(spans[0]?.spanContext().spanId ?? '')).toBeUndefined();
+    expect(small.get(spans[4]?.spanContext().spanId ?? '')?.stack).toContain('verdict.test.ts');
+    for (const span of spans) span.end();
+    const more = Array.from({ length: 3 }, () => start(tracer));
+    expect(small.size).toBe(3);
+    expect(small.evicted).toBe(2); // the ended spans gave their bytes back
+    for (const span of [one, ...more]) span.end();
+  });
+
   it('captures creation stacks per captureStacks, and rejects bad options', () => {
     for (const [mode, expected] of [
       ['off', false],
@@ -220,5 +241,7 @@ describe('InFlightSpanProcessor', () => {
     }
     expect(() => new InFlightSpanProcessor({ captureStacks: 'some' as 'off' })).toThrow(/captureStacks: "some"/);
     expect(() => new InFlightSpanProcessor({ maxSpans: 0 })).toThrow(/maxSpans: 0/);
+    expect(() => new InFlightSpanProcessor({ maxStackBytes: 0 })).toThrow(/maxStackBytes: 0/);
+    expect(() => new InFlightSpanProcessor({ maxStackBytes: 1.5 })).toThrow(/maxStackBytes: 1\.5/);
   });
 });
