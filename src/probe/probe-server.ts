@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { invalidOption } from '../errors/index.js';
+import type { DiagnosticSnapshot, InFlightNode } from '../diagnostics/index.js';
 import type { Health, HealthStatus, ProbeKind } from '../health/index.js';
 import { defaultLogger, type Logger } from '../log/index.js';
 
@@ -23,7 +24,10 @@ export interface ProbeServerOptions {
   requestTimeoutMs?: number;
   /** At most one `healthcheck failed` line per probe per this many ms while the same components fail. Default 10 000. */
   failureLogIntervalMs?: number;
-  /** Serve `GET /debug/diagnostics` (the catalog's `diagnose()` as JSON) to loopback clients. Default false. */
+  /**
+   * Serve `GET /debug/diagnostics` (the catalog's `diagnose()` as JSON, at most 256 KiB) to loopback
+   * clients that name it `localhost`, `127.0.0.1` or `[::1]` in `Host`. Default false.
+   */
   debugDiagnostics?: boolean;
   /** Open connections at most; a connection past it is closed at accept. Default 64. */
   maxConnections?: number;
@@ -169,23 +173,69 @@ function answer(
 const bodies = new WeakMap<HealthStatus, Buffer>();
 
 /**
- * The dump names hosts, ports and code locations: only a client on this machine may read it. A
- * snapshot (which reads `process.report`) is reused for a second, so polling cannot stall the loop.
+ * The dump names hosts, ports and code locations: only a client on this machine may read it, and
+ * only by a loopback name. A page that rebinds its own DNS name to 127.0.0.1 reaches this port
+ * from a browser on this machine, but its requests carry its own name in `Host`.
+ * A body (which reads `process.report`) is reused for a second, so polling cannot stall the loop.
  */
 function answerDiagnostics(health: Health, req: IncomingMessage, res: ServerResponse): void {
   if (!readOnly(req, res)) return;
+  if (!isLoopbackHost(req.headers.host)) {
+    send(req, res, 403, { error: 'forbidden host' });
+    return;
+  }
   const now = Date.now();
   try {
     const cached = snapshots.get(health);
-    const snapshot = cached !== undefined && now - cached.at < 1_000 ? cached.snapshot : health.diagnose();
-    snapshots.set(health, { at: cached !== undefined && cached.snapshot === snapshot ? cached.at : now, snapshot });
-    send(req, res, 200, snapshot);
+    const body = cached !== undefined && now - cached.at < 1_000 ? cached.body : diagnosticsBody(health.diagnose());
+    snapshots.set(health, { at: cached !== undefined && cached.body === body ? cached.at : now, body });
+    send(req, res, 200, body);
   } catch {
     send(req, res, 500, { error: 'diagnostics failed' });
   }
 }
 
-const snapshots = new WeakMap<Health, { at: number; snapshot: object }>();
+const snapshots = new WeakMap<Health, { at: number; body: Buffer }>();
+
+/** Largest `/debug/diagnostics` body: what a person or a script reads at once, and serializes in a few ms. */
+export const MAX_DIAGNOSTICS_BYTES = 256 * 1024;
+
+/**
+ * The snapshot as JSON within {@link MAX_DIAGNOSTICS_BYTES}. Past it, parts are cut in this order
+ * until it fits, and `cut` names them: creation stacks (each node keeps its `origin`), in-flight
+ * trees (counted in each component's `omitted`), the handle list (the counts per type stay).
+ */
+export function diagnosticsBody(snapshot: DiagnosticSnapshot, maxBytes = MAX_DIAGNOSTICS_BYTES): Buffer {
+  const cut: string[] = [];
+  let current: DiagnosticSnapshot = snapshot;
+  const steps: [string, (s: DiagnosticSnapshot) => DiagnosticSnapshot][] = [
+    ['stacks', (s) => ({ ...s, components: s.components.map((c) => ({ ...c, inFlight: c.inFlight.map(withoutStack) })) })],
+    ['inFlight', (s) => ({ ...s, components: s.components.map((c) => ({ ...c, inFlight: [], omitted: c.omitted + countNodes(c.inFlight) })) })],
+    ['handles', (s) => ({ ...s, process: { ...s.process, handles: [] } })],
+  ];
+  let body = Buffer.from(JSON.stringify(current));
+  for (const [name, step] of steps) {
+    if (body.byteLength <= maxBytes) break;
+    current = step(current);
+    cut.push(name);
+    body = Buffer.from(JSON.stringify({ ...current, cut }));
+  }
+  return body;
+}
+
+function withoutStack(node: InFlightNode): InFlightNode {
+  return { ...node, stack: undefined, children: node.children.map(withoutStack) };
+}
+
+function countNodes(nodes: readonly InFlightNode[]): number {
+  return nodes.reduce((n, node) => n + 1 + countNodes(node.children), 0);
+}
+
+/** `localhost`, `127.0.0.1` or `[::1]`, with or without a port: the names a client on this machine uses. */
+export function isLoopbackHost(host: string | undefined): boolean {
+  if (host === undefined) return false;
+  return /^(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?$/i.test(host);
+}
 
 /** Only GET and HEAD are served; anything else gets 405 here. Returns whether to go on. */
 function readOnly(req: IncomingMessage, res: ServerResponse): boolean {
