@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { invalidOption } from '../errors/index.js';
+import type { DiagnosticSnapshot, InFlightNode } from '../diagnostics/index.js';
 import type { Health, HealthStatus, ProbeKind } from '../health/index.js';
 import { defaultLogger, type Logger } from '../log/index.js';
 
@@ -23,8 +24,19 @@ export interface ProbeServerOptions {
   requestTimeoutMs?: number;
   /** At most one `healthcheck failed` line per probe per this many ms while the same components fail. Default 10 000. */
   failureLogIntervalMs?: number;
-  /** Serve `GET /debug/diagnostics` (the catalog's `diagnose()` as JSON) to loopback clients. Default false. */
+  /**
+   * Serve `GET /debug/diagnostics` (the catalog's `diagnose()` as JSON, at most 256 KiB) to loopback
+   * clients that name it `localhost`, `127.0.0.1` or `[::1]` in `Host`. Default false.
+   */
   debugDiagnostics?: boolean;
+  /** Open connections at most; a connection past it is closed at accept. Default 64. */
+  maxConnections?: number;
+  /** Requests served on one connection: the last is answered with `connection: close`, a client that sends more is cut off. Default 100. */
+  maxRequestsPerConnection?: number;
+  /** A client that sends a request while more than this many bytes of earlier answers are still unsent (it does not read) is cut off. Default 65 536. */
+  maxUnsentBytes?: number;
+  /** Requests read per second, for the whole server: past it, connections are paused (TCP pushes back on the sender) until the budget refills. Default 1 000. */
+  maxRequestsPerSecond?: number;
 }
 
 /** A running probe server. */
@@ -55,14 +67,31 @@ const MAX_HEADER_BYTES = 8192;
  * probe server alone never keeps a process alive.
  */
 export async function startProbeServer(options: ProbeServerOptions): Promise<ProbeServer> {
-  const { health, port = 5555, host = defaultHost(), logger = defaultLogger(), requestTimeoutMs = 5_000, failureLogIntervalMs = 10_000, debugDiagnostics = false } = options;
+  const {
+    health,
+    port = 5555,
+    host = defaultHost(),
+    logger = defaultLogger(),
+    requestTimeoutMs = 5_000,
+    failureLogIntervalMs = 10_000,
+    debugDiagnostics = false,
+    maxConnections = 64,
+    maxRequestsPerConnection = 100,
+    maxUnsentBytes = 65_536,
+    maxRequestsPerSecond = 1_000,
+  } = options;
   if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65_535) throw invalidOption('port', port, 'an integer from 0 to 65535');
   if (typeof host !== 'string' || host === '') throw invalidOption('host', host, 'a non-empty host name or address');
   if (!isPositive(requestTimeoutMs)) throw invalidOption('requestTimeoutMs', requestTimeoutMs, 'a finite number of ms > 0');
   if (!isPositive(failureLogIntervalMs)) throw invalidOption('failureLogIntervalMs', failureLogIntervalMs, 'a finite number of ms > 0');
   if (typeof debugDiagnostics !== 'boolean') throw invalidOption('debugDiagnostics', debugDiagnostics, 'a boolean');
+  if (!isCount(maxConnections)) throw invalidOption('maxConnections', maxConnections, 'an integer ≥ 1');
+  if (!isCount(maxRequestsPerConnection)) throw invalidOption('maxRequestsPerConnection', maxRequestsPerConnection, 'an integer ≥ 1');
+  if (!isCount(maxUnsentBytes)) throw invalidOption('maxUnsentBytes', maxUnsentBytes, 'an integer ≥ 1');
+  if (!isPositive(maxRequestsPerSecond)) throw invalidOption('maxRequestsPerSecond', maxRequestsPerSecond, 'a finite number > 0');
 
   const logFailure = failureLog(logger, failureLogIntervalMs);
+  const clients = new ClientLimits(maxRequestsPerConnection, maxUnsentBytes, new RequestBudget(maxRequestsPerSecond));
   const server = createServer(
     {
       requestTimeout: requestTimeoutMs,
@@ -73,10 +102,13 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
       maxHeaderSize: MAX_HEADER_BYTES,
     },
     (req, res) => {
-      answer(health, req, res, logFailure, debugDiagnostics);
+      if (clients.admit(req, res)) answer(health, req, res, logFailure, debugDiagnostics);
     },
   );
   server.on('clientError', refuse);
+  // Node closes a connection past this at accept, before it costs a parser: slots freed by the
+  // limits above (and the request and keep-alive timeouts) are what let probes back in.
+  server.maxConnections = maxConnections;
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -141,23 +173,69 @@ function answer(
 const bodies = new WeakMap<HealthStatus, Buffer>();
 
 /**
- * The dump names hosts, ports and code locations: only a client on this machine may read it. A
- * snapshot (which reads `process.report`) is reused for a second, so polling cannot stall the loop.
+ * The dump names hosts, ports and code locations: only a client on this machine may read it, and
+ * only by a loopback name. A page that rebinds its own DNS name to 127.0.0.1 reaches this port
+ * from a browser on this machine, but its requests carry its own name in `Host`.
+ * A body (which reads `process.report`) is reused for a second, so polling cannot stall the loop.
  */
 function answerDiagnostics(health: Health, req: IncomingMessage, res: ServerResponse): void {
   if (!readOnly(req, res)) return;
+  if (!isLoopbackHost(req.headers.host)) {
+    send(req, res, 403, { error: 'forbidden host' });
+    return;
+  }
   const now = Date.now();
   try {
     const cached = snapshots.get(health);
-    const snapshot = cached !== undefined && now - cached.at < 1_000 ? cached.snapshot : health.diagnose();
-    snapshots.set(health, { at: cached !== undefined && cached.snapshot === snapshot ? cached.at : now, snapshot });
-    send(req, res, 200, snapshot);
+    const body = cached !== undefined && now - cached.at < 1_000 ? cached.body : diagnosticsBody(health.diagnose());
+    snapshots.set(health, { at: cached !== undefined && cached.body === body ? cached.at : now, body });
+    send(req, res, 200, body);
   } catch {
     send(req, res, 500, { error: 'diagnostics failed' });
   }
 }
 
-const snapshots = new WeakMap<Health, { at: number; snapshot: object }>();
+const snapshots = new WeakMap<Health, { at: number; body: Buffer }>();
+
+/** Largest `/debug/diagnostics` body: what a person or a script reads at once, and serializes in a few ms. */
+export const MAX_DIAGNOSTICS_BYTES = 256 * 1024;
+
+/**
+ * The snapshot as JSON within {@link MAX_DIAGNOSTICS_BYTES}. Past it, parts are cut in this order
+ * until it fits, and `cut` names them: creation stacks (each node keeps its `origin`), in-flight
+ * trees (counted in each component's `omitted`), the handle list (the counts per type stay).
+ */
+export function diagnosticsBody(snapshot: DiagnosticSnapshot, maxBytes = MAX_DIAGNOSTICS_BYTES): Buffer {
+  const cut: string[] = [];
+  let current: DiagnosticSnapshot = snapshot;
+  const steps: [string, (s: DiagnosticSnapshot) => DiagnosticSnapshot][] = [
+    ['stacks', (s) => ({ ...s, components: s.components.map((c) => ({ ...c, inFlight: c.inFlight.map(withoutStack) })) })],
+    ['inFlight', (s) => ({ ...s, components: s.components.map((c) => ({ ...c, inFlight: [], omitted: c.omitted + countNodes(c.inFlight) })) })],
+    ['handles', (s) => ({ ...s, process: { ...s.process, handles: [] } })],
+  ];
+  let body = Buffer.from(JSON.stringify(current));
+  for (const [name, step] of steps) {
+    if (body.byteLength <= maxBytes) break;
+    current = step(current);
+    cut.push(name);
+    body = Buffer.from(JSON.stringify({ ...current, cut }));
+  }
+  return body;
+}
+
+function withoutStack(node: InFlightNode): InFlightNode {
+  return { ...node, stack: undefined, children: node.children.map(withoutStack) };
+}
+
+function countNodes(nodes: readonly InFlightNode[]): number {
+  return nodes.reduce((n, node) => n + 1 + countNodes(node.children), 0);
+}
+
+/** `localhost`, `127.0.0.1` or `[::1]`, with or without a port: the names a client on this machine uses. */
+export function isLoopbackHost(host: string | undefined): boolean {
+  if (host === undefined) return false;
+  return /^(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?$/i.test(host);
+}
 
 /** Only GET and HEAD are served; anything else gets 405 here. Returns whether to go on. */
 function readOnly(req: IncomingMessage, res: ServerResponse): boolean {
@@ -179,8 +257,150 @@ export function isLoopback(address: string | undefined): boolean {
 
 function send(req: IncomingMessage, res: ServerResponse, code: number, body: object | Buffer): void {
   const bytes = Buffer.isBuffer(body) ? body : Buffer.from(JSON.stringify(body));
+  ClientLimits.unsent(req, res, req.method === 'HEAD' ? 0 : bytes.byteLength);
   res.writeHead(code, { 'content-type': 'application/json', 'cache-control': 'no-store', 'content-length': bytes.byteLength });
   res.end(req.method === 'HEAD' ? undefined : bytes);
+}
+
+/** Bytes of a response head, counted with its body as unsent until Node hands both to the kernel. */
+const HEAD_BYTES = 160;
+
+interface Client {
+  requests: number;
+  /** Bytes of answers not yet handed to the socket (pipelined answers wait in Node's queue). */
+  unsent: number;
+}
+
+/**
+ * What one client may hold. A prober sends one request per connection and reads its answer; a
+ * client that pipelines thousands of requests and never reads would otherwise make Node queue an
+ * answer per request (hundreds of MB over a few connections) while the probes of the kubelet wait.
+ * Such a client is cut off (socket destroyed, its queue dropped) rather than answered more slowly.
+ */
+class ClientLimits {
+  static readonly #clients = new WeakMap<Socket, Client>();
+  readonly #maxRequests: number;
+  readonly #maxUnsent: number;
+  readonly #budget: RequestBudget;
+
+  constructor(maxRequests: number, maxUnsent: number, budget: RequestBudget) {
+    this.#maxRequests = maxRequests;
+    this.#maxUnsent = maxUnsent;
+    this.#budget = budget;
+  }
+
+  /** Whether to answer `req`; false once its client is cut off. */
+  admit(req: IncomingMessage, res: ServerResponse): boolean {
+    const socket = req.socket;
+    // Node goes on parsing the rest of a chunk of pipelined requests after the socket is destroyed.
+    if (socket.destroyed) return false;
+    let client = ClientLimits.#clients.get(socket);
+    if (client === undefined) {
+      client = { requests: 0, unsent: 0 };
+      ClientLimits.#clients.set(socket, client);
+    }
+    client.requests++;
+    // Kernel-accepted bytes are the client's to read; what is still in Node (the socket's buffer and
+    // queued pipelined answers) is memory this process holds for it.
+    if (client.requests > this.#maxRequests || client.unsent + socket.writableLength > this.#maxUnsent) {
+      socket.destroy();
+      return false;
+    }
+    // The last one tells a well-behaved client to reconnect; Node closes the socket after it.
+    if (client.requests === this.#maxRequests) res.shouldKeepAlive = false;
+    this.#budget.take(socket);
+    return true;
+  }
+
+  /** Counts `bodyBytes` (and a head) as unsent until `res` is handed to the socket. */
+  static unsent(req: IncomingMessage, res: ServerResponse, bodyBytes: number): void {
+    const client = ClientLimits.#clients.get(req.socket);
+    if (client === undefined) return;
+    const bytes = HEAD_BYTES + bodyBytes;
+    client.unsent += bytes;
+    let counted = true;
+    const done = () => {
+      if (counted) client.unsent -= bytes;
+      counted = false;
+    };
+    res.once('finish', done);
+    res.once('close', done);
+  }
+}
+
+/**
+ * The probe server's share of the event loop, which it shares with the app: a token bucket of
+ * requests per second for the whole server (a burst of a tenth of a second's worth). A request read
+ * past the budget is still answered (answers are cheap and a kubelet probe, one request per
+ * connection, must not fail), but its connection stops being read: the kernel's TCP window then
+ * slows the sender, and reading resumes, oldest connection first, as the budget refills. Refusing with 429 or
+ * 503 instead would cost as much as answering and fail the probes it is meant to protect.
+ */
+class RequestBudget {
+  readonly #perMs: number;
+  readonly #capacity: number;
+  #tokens: number;
+  #at = performance.now();
+  readonly #paused = new Set<Socket>();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(perSecond: number) {
+    this.#perMs = perSecond / 1_000;
+    this.#capacity = Math.max(1, perSecond / 10);
+    this.#tokens = this.#capacity;
+  }
+
+  take(socket: Socket): void {
+    this.#refill();
+    this.#tokens -= 1;
+    if (this.#tokens >= 0 || this.#paused.has(socket)) return;
+    reading(socket, false);
+    this.#paused.add(socket);
+    this.#schedule();
+  }
+
+  #refill(): void {
+    const now = performance.now();
+    this.#tokens = Math.min(this.#capacity, this.#tokens + (now - this.#at) * this.#perMs);
+    this.#at = now;
+  }
+
+  #schedule(): void {
+    if (this.#timer !== undefined) return;
+    this.#timer = setTimeout(this.#release, Math.max(1, Math.ceil((1 - this.#tokens) / this.#perMs)));
+    this.#timer.unref();
+  }
+
+  readonly #release = (): void => {
+    this.#timer = undefined;
+    this.#refill();
+    let tokens = this.#tokens;
+    for (const socket of this.#paused) {
+      if (tokens < 1) break;
+      this.#paused.delete(socket);
+      if (socket.destroyed) continue;
+      // Node pauses a socket of its own accord while answers queue up; that one is Node's to resume.
+      if ((socket as Socket & { _paused?: boolean })._paused !== true) reading(socket, true);
+      tokens -= 1;
+    }
+    if (this.#paused.size > 0) this.#schedule();
+  };
+}
+
+type ReadingHandle = { reading?: boolean; readStart?: () => number; readStop?: () => number } | null;
+
+/**
+ * Stops or restarts reading `socket` from the kernel. Node's HTTP server feeds a TCP socket's handle
+ * straight into its parser, so `socket.pause()` does not stop it: the handle must. `reading` is the
+ * flag net.Socket keeps for it, so a resume by Node itself still restarts a stopped socket.
+ */
+function reading(socket: Socket, on: boolean): void {
+  const handle = (socket as Socket & { _handle?: ReadingHandle })._handle;
+  if (handle?.readStart === undefined || handle.readStop === undefined || socket.destroyed) return;
+  if (on === (handle.reading === true)) return;
+  handle.reading = on;
+  if (on) handle.readStart();
+  else handle.readStop();
 }
 
 /** Malformed, oversized or too-slow requests get a bare status line and a closed socket: no detail. */
@@ -213,6 +433,10 @@ function urlHost(host: string): string {
   if (host === '0.0.0.0') return '127.0.0.1';
   if (host === '::') return '[::1]';
   return host.includes(':') ? `[${host}]` : host;
+}
+
+function isCount(value: unknown): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 1;
 }
 
 function isPositive(value: unknown): value is number {

@@ -1,5 +1,6 @@
+import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Health, LifelineError, startProbeServer, type Logger, type ProbeServer } from '../../src/index.js';
+import { Health, LifelineError, startProbeServer, type Logger, type ProbeServer, type ProbeServerOptions } from '../../src/index.js';
 import { rawExchange } from '../support/raw-http.js';
 
 const cleanup: (() => unknown)[] = [];
@@ -17,7 +18,7 @@ function recordingLogger(): Logger & { lines: { obj: object; msg: string }[] } {
   };
 }
 
-async function serve(options: { requestTimeoutMs?: number; failureLogIntervalMs?: number } = {}) {
+async function serve(options: Partial<Omit<ProbeServerOptions, 'health' | 'logger'>> = {}) {
   const health = new Health();
   const logger = recordingLogger();
   const server: ProbeServer = await startProbeServer({ health, port: 0, logger, ...options });
@@ -144,6 +145,10 @@ describe('probe server (SPEC §7)', () => {
       [{ port: 1.5 }, 'port: 1.5'],
       [{ host: '' }, 'host: ""'],
       [{ requestTimeoutMs: 0 }, 'requestTimeoutMs: 0'],
+      [{ maxConnections: 0 }, 'maxConnections: 0'],
+      [{ maxRequestsPerConnection: 2.5 }, 'maxRequestsPerConnection: 2.5'],
+      [{ maxUnsentBytes: -1 }, 'maxUnsentBytes: -1'],
+      [{ maxRequestsPerSecond: Infinity }, 'maxRequestsPerSecond: Infinity'],
     ] as const) {
       const error = await startProbeServer({ health, ...options }).catch((err: unknown) => err);
       expect(error).toBeInstanceOf(LifelineError);
@@ -174,5 +179,93 @@ describe('probe server (SPEC §7)', () => {
       if (saved === undefined) delete process.env.KUBERNETES_SERVICE_HOST;
       else process.env.KUBERNETES_SERVICE_HOST = saved;
     }
+  });
+
+  it('answers at most maxRequestsPerConnection on a kept-alive connection, the last with connection: close, then closes it', async () => {
+    const { server } = await serve({ maxRequestsPerConnection: 5 });
+    const socket = connect(server.port, '127.0.0.1');
+    cleanup.push(() => socket.destroy());
+    let answer = '';
+    const ask = () => socket.write('GET /live HTTP/1.1\r\nHost: x\r\n\r\n');
+    socket.setEncoding('latin1');
+    // One request at a time, the next when an answer comes, as a keep-alive client does.
+    socket.on('data', (chunk: string) => {
+      answer += chunk;
+      if (chunk.includes('"pass"') && !chunk.includes('connection: close')) ask();
+    });
+    socket.on('connect', ask);
+    await new Promise((resolve) => socket.on('close', resolve));
+    expect(answer.match(/HTTP\/1\.1 200 /g)).toHaveLength(5);
+    expect(answer.match(/connection: close/gi)).toHaveLength(1);
+  });
+
+  it('cuts off a client that pipelines past maxRequestsPerConnection', async () => {
+    const { server } = await serve({ maxRequestsPerConnection: 5 });
+    const { answer, closed } = await rawExchange(server.port, 'GET /live HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(50));
+    expect(closed).toBe(true);
+    expect((answer.match(/HTTP\/1\.1 200 /g) ?? []).length).toBeLessThanOrEqual(5);
+    expect((await fetch(`${server.url}/live`)).status).toBe(200);
+  });
+
+  it('cuts off a client that keeps asking while more than maxUnsentBytes of its answers are unsent', async () => {
+    const { server } = await serve({ maxUnsentBytes: 1_000, maxRequestsPerConnection: 1_000 });
+    // 50 pipelined requests in one write: the answers queue in Node behind the first.
+    const { answer, closed } = await rawExchange(server.port, 'GET /live HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(50));
+    expect(closed).toBe(true);
+    expect((answer.match(/HTTP\/1\.1 200 /g) ?? []).length).toBeLessThan(10);
+    expect((await fetch(`${server.url}/live`)).status).toBe(200);
+  });
+
+  it('closes connections past maxConnections at accept', async () => {
+    const { server } = await serve({ maxConnections: 2 });
+    const held = await Promise.all([0, 1].map(() => new Promise<ReturnType<typeof connect>>((resolve) => {
+      const socket = connect(server.port, '127.0.0.1', () => {
+        resolve(socket);
+      });
+    })));
+    cleanup.push(() => {
+      for (const socket of held) socket.destroy();
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const { answer, closed } = await rawExchange(server.port, 'GET /live HTTP/1.1\r\nHost: x\r\n\r\n', { timeoutMs: 2_000 });
+    expect(closed).toBe(true);
+    expect(answer).toBe('');
+    for (const socket of held) socket.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect((await fetch(`${server.url}/live`)).status).toBe(200);
+  });
+
+  it('reads at most maxRequestsPerSecond under a flood, while a fresh probe connection is answered at once', async () => {
+    const { server } = await serve({ maxRequestsPerSecond: 50 });
+    let answered = 0;
+    const flooders = Array.from({ length: 10 }, () => {
+      const socket = connect(server.port, '127.0.0.1');
+      const ask = () => socket.write('GET /live HTTP/1.1\r\nHost: x\r\n\r\n');
+      socket.setEncoding('latin1');
+      // One request at a time, the next as soon as an answer comes: as fast as the server reads.
+      socket.on('data', (chunk: string) => {
+        for (let i = chunk.indexOf('"pass"'); i !== -1; i = chunk.indexOf('"pass"', i + 1)) {
+          answered++;
+          ask();
+        }
+      });
+      socket.on('error', () => undefined);
+      socket.on('connect', ask);
+      return socket;
+    });
+    cleanup.push(() => {
+      for (const socket of flooders) socket.destroy();
+    });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const started = performance.now();
+    const { answer } = await rawExchange(server.port, 'GET /live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    const probeMs = performance.now() - started;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    for (const socket of flooders) socket.destroy();
+    // 1 s at 50/s, a burst of 5, and one answer in flight per flooder when it is paused.
+    expect(answered).toBeGreaterThan(20);
+    expect(answered).toBeLessThan(50 + 5 + 10 + 15);
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(probeMs).toBeLessThan(500);
   });
 });
