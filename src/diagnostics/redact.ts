@@ -55,9 +55,10 @@ const URL_KEYS = new Set(['url.full', 'http.url', 'url.original', 'http.target',
 const URL_SOURCE = String.raw`(?<url>\b[a-z][a-z0-9+.-]{0,31}:\/\/[^\s"'<>\\]*)`;
 /**
  * `Authorization: <Scheme> <credentials>` in any form (header line, `authorization=`, a JSON
- * key): the credentials are hidden whatever the scheme; the scheme stays, it is diagnostic.
+ * key): the credentials are hidden whatever the scheme; the scheme stays, it is diagnostic. A
+ * value already redacted is not read as a scheme, so a second pass changes nothing.
  */
-const AUTH_HEADER_SOURCE = String.raw`(?<authPrefix>(?<![\w-])(?:proxy-)?authorization\\?["']?\s*[:=]\s*\\?["']?(?:[a-z][\w-]{0,31}\s+)?)(?<authValue>[^\s"'\\,;]+)`;
+const AUTH_HEADER_SOURCE = String.raw`(?<authPrefix>(?<![\w-])(?:proxy-)?authorization\\?["']?\s*[:=]\s*\\?["']?(?:(?!${REDACTED}\b)[a-z][\w-]{0,31}\s+)?)(?<authValue>[^\s"'\\,;]+)`;
 /** A bare `Bearer x` / `Basic x` credential. */
 const CREDENTIAL_SOURCE = String.raw`(?<credPrefix>\b(?:bearer|basic)\s+)(?<credValue>[A-Za-z0-9._~+/=-]+)`;
 /** A JWT (header.payload[.signature]; both JSON objects, so both base64url parts start `eyJ`). */

@@ -244,6 +244,14 @@ describe('Redactor: any secret key in any form', () => {
     (key: string, value: string) => `https://h.example/p?${encodeURIComponent(key)}=${value}`,
   );
 
+  it('an Authorization value already redacted is not read as a scheme on a second pass', () => {
+    // Found by the property below: `authorization=7x (retry)` → `authorization=REDACTED (retry)`,
+    // whose second pass took REDACTED for a scheme and hid `(retry)`.
+    const once = redactor.text('failed: authorization=7x (retry)');
+    expect(once).toBe('failed: authorization=REDACTED (retry)');
+    expect(redactor.text(once)).toBe(once);
+  });
+
   it('never lets the value through, and a second pass changes nothing', () => {
     fc.assert(
       fc.property(secretKey, secretValue, form, (key, value, write) => {
