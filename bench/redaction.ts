@@ -6,24 +6,13 @@
  */
 import { TracerProvider } from '@opentelemetry/sdk-trace';
 import { InFlightSpanProcessor } from 'otel-lifeline';
-import { fixed, summarize, table } from './support.ts';
+import { adversarialQuery, fixed, summarize, table } from './support.ts';
 
 const ROUNDS = 7;
 const SIZES = [1_024, 16_384, 262_144, 1_048_576];
 /** Bytes redacted per round and size: small inputs are repeated, so every cell does the same work. */
 const BYTES_PER_ROUND = 4 * 1_048_576;
 
-/** `sig0<value>&sig1<value>&…`, at least `bytes` long. */
-function adversarialQuery(bytes: number, value: string, first = 0): string {
-  const parts: string[] = [];
-  let length = -1;
-  for (let i = first; length < bytes; i++) {
-    const part = `sig${i}${value}`;
-    parts.push(part);
-    length += part.length + 1;
-  }
-  return parts.join('&');
-}
 
 const uncapped = new InFlightSpanProcessor({ redact: { maxValueLength: Infinity } }).redactor;
 const capped = new InFlightSpanProcessor().redactor;

@@ -117,3 +117,18 @@ export async function abortLateness(calls: number, concurrency: number, budget: 
   });
   return late.sort((a, b) => a - b);
 }
+
+/**
+ * `sig0<value>&sig1<value>&…`, at least `bytes` long: distinct short keys that look secret, the
+ * query shape that made redaction quadratic (`value` '' gives `sig0&sig1&…`).
+ */
+export function adversarialQuery(bytes: number, value = '', first = 0): string {
+  const parts: string[] = [];
+  let length = -1;
+  for (let i = first; length < bytes; i++) {
+    const part = `sig${String(i)}${value}`;
+    parts.push(part);
+    length += part.length + 1;
+  }
+  return parts.join('&');
+}

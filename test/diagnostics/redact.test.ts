@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { DEFAULT_SECRET_WORDS, InFlightSpanProcessor, Redactor } from '../../src/diagnostics/index.js';
 import { isLoopback } from '../../src/probe/index.js';
+import { adversarialQuery } from '../../bench/support.ts';
 
 const redactor = new Redactor();
 
@@ -145,17 +146,6 @@ describe('Redactor: harmless keys stay visible', () => {
   });
 });
 
-/** `sig0&sig1&…` (the shape that stalled the loop) or `sig0=1&sig1=1&…`, `bytes` long. */
-function adversarialQuery(bytes: number, value = '', first = 0): string {
-  const parts: string[] = [];
-  let length = -1;
-  for (let i = first; length < bytes; i++) {
-    const part = `sig${i}${value}`;
-    parts.push(part);
-    length += part.length + 1;
-  }
-  return parts.join('&');
-}
 
 /** Least time, in ms, of `rounds` runs of `fn`: the least is the run the machine disturbed least. */
 function leastTime(fn: () => void, rounds: number): number {
