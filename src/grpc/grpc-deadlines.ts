@@ -2,7 +2,7 @@ import { context } from '@opentelemetry/api';
 import { isIP } from 'node:net';
 import { contextWithDeadline, DeadlineExceededError, deadlineOf, DeadlineScope, DeadlineTimer, epochOf, monotonicNow } from '../deadline/index.js';
 import type { InboundDeadlines } from '../inbound/index.js';
-import { callDeadline, DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
+import { callDeadline, callerDeadline, DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
 
 /** grpc-js's `Deadline`: a `Date`, or epoch ms (`Infinity` for none). */
 type GrpcDeadline = Date | number;
@@ -42,7 +42,7 @@ const DEADLINE_EXCEEDED = 4;
  * `target` is the channel's target (`host:port`, maybe with a `dns:` scheme), for policy rules.
  */
 export function grpcCallDeadline(policy: DeadlinePolicy, own: GrpcDeadline | undefined, method: GrpcMethod | undefined, target: () => string): CallDeadline | undefined {
-  const deadline = callDeadline(policy, deadlineOf(context.active()), () => grpcAttributes(method?.path, target()));
+  const deadline = callDeadline(policy, callerDeadline(context.active()), () => grpcAttributes(method?.path, target()));
   if (deadline === undefined) return undefined;
   const ownAt = toEpochMs(own);
   if (deadline.untilHeaders) return ownAt === undefined && method?.requestStream !== true && method?.responseStream !== true ? deadline : undefined;
@@ -142,7 +142,9 @@ function peerAddress(peer: () => string | undefined): string | undefined {
  * the monotonic reading now, so a wall-clock step since the deadline was made does not move it.
  */
 export function grpcDeadline(deadline: CallDeadline): number {
-  return epochOf(deadline.monotonicAt);
+  // grpc-js times it with a whole-millisecond Node timer against Date.now(), which fires up to a
+  // millisecond before that wall time: rounded up, plus one, the call never ends before its deadline.
+  return Math.ceil(epochOf(deadline.monotonicAt)) + 1;
 }
 
 function toEpochMs(deadline: GrpcDeadline | undefined): number | undefined {

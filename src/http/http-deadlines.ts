@@ -2,8 +2,8 @@ import { context } from '@opentelemetry/api';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createRequire } from 'node:module';
 import type { ClientRequest, IncomingMessage } from 'node:http';
-import { DeadlineExceededError, DeadlineTimer, deadlineOf, markEndedByDeadline, type DeadlineSource } from '../deadline/index.js';
-import { callDeadline, deadlineHeader, DeadlinePolicy, headersBoundAt, type CallDeadline, type CallProgress, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
+import { DeadlineExceededError, DeadlineTimer, markEndedByDeadline, type DeadlineSource } from '../deadline/index.js';
+import { callDeadline, callerDeadline, deadlineHeader, DeadlinePolicy, headersBoundAt, type CallDeadline, type CallProgress, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
 import { DEADLINE_HEADER } from '../propagation/index.js';
 
 /** Node publishes every outgoing node:http/https request here, synchronously, in the caller's context. */
@@ -71,7 +71,7 @@ export function policyDeadlineOf(request: ClientRequest): CallDeadline | undefin
 }
 
 function bound(request: ClientRequest, policy: DeadlinePolicy): void {
-  const deadline = callDeadline(policy, deadlineOf(context.active()), () => requestAttributes(request));
+  const deadline = callDeadline(policy, callerDeadline(context.active()), () => requestAttributes(request));
   if (deadline === undefined) return;
   if (deadline.fromPolicy) fromPolicy.set(request, deadline);
   if (!request.headersSent) {

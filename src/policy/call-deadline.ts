@@ -1,5 +1,6 @@
-import { propagation } from '@opentelemetry/api';
-import { monotonicNow, type DeadlineScope, type DeadlineSource } from '../deadline/index.js';
+import { propagation, type Context } from '@opentelemetry/api';
+import { isTracingSuppressed } from '@opentelemetry/core';
+import { deadlineOf, monotonicNow, type DeadlineScope, type DeadlineSource } from '../deadline/index.js';
 import { DEADLINE_HEADER, deadlineHeaderValue } from '../propagation/index.js';
 import type { DeadlinePolicy, RequestAttributes } from './deadline-policy.js';
 
@@ -40,6 +41,16 @@ export type CallProgress = 'dispatched' | 'connected' | 'sent';
 export function headersBoundAt(deadline: CallDeadline, progress: CallProgress, since: number): number | undefined {
   if (progress === 'dispatched') return deadline.at; // dispatched at `since`, bounded from then
   return progress === 'sent' ? since + (deadline.boundMs ?? 0) : undefined;
+}
+
+/**
+ * The deadline a call made in `ctx` inherits: the context's, except for the OpenTelemetry SDK's own
+ * traffic (tracing suppressed, as exporters send). A batch processor's timer runs in the context of
+ * the span that armed it, often tick work whose deadline passed long ago: exports inheriting it
+ * failed at once, and every span after it was lost. Exporters have a timeout of their own.
+ */
+export function callerDeadline(ctx: Context): DeadlineScope | undefined {
+  return isTracingSuppressed(ctx) ? undefined : deadlineOf(ctx);
 }
 
 /**

@@ -1,3 +1,3 @@
 export { DeadlinePolicy, type DeadlinePolicyOptions, type DeadlineRule, type RequestAttributes, type RuleValue } from './deadline-policy.js';
-export { callDeadline, deadlineHeader, headersBoundAt, type CallDeadline, type CallProgress } from './call-deadline.js';
+export { callDeadline, callerDeadline, deadlineHeader, headersBoundAt, type CallDeadline, type CallProgress } from './call-deadline.js';
 export { HeaderHosts, type DeadlineHeaderHosts } from './header-hosts.js';

@@ -2,8 +2,8 @@ import { context } from '@opentelemetry/api';
 import { subscribe } from 'node:diagnostics_channel';
 import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
-import { contextWithDeadline, deadlineOf, DeadlineScope } from '../deadline/index.js';
-import { callDeadline, deadlineHeader, DeadlinePolicy, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
+import { contextWithDeadline, DeadlineScope } from '../deadline/index.js';
+import { callDeadline, callerDeadline, deadlineHeader, DeadlinePolicy, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
 import { undiciRejects, wrapWithDeadline, type DeadlineHandler, type QueuedAbortHook } from './deadline-handler.js';
 import { withDeadlineHeader } from './request-headers.js';
 
@@ -40,7 +40,7 @@ export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispat
   return (dispatch) =>
     function dispatchWithDeadline(opts: DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
       const active = context.active();
-      const deadline = callDeadline(policy, deadlineOf(active), () => requestAttributes(opts));
+      const deadline = callDeadline(policy, callerDeadline(active), () => requestAttributes(opts));
       // A handler undici would refuse goes to undici unwrapped: the caller gets its error, not a hang.
       if (deadline === undefined || undiciRejects(handler, opts)) return dispatch(opts, handler);
       // The caller chose how long this call waits for its head (0: forever): the default steps aside.

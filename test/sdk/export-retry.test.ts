@@ -35,6 +35,27 @@ describe('a collector that is down for a while', () => {
   });
 });
 
+describe('spans ended in tick work', () => {
+  it('are exported after the tick deadline passed: the export does not inherit it', async () => {
+    // Each tick calls an in-process server: its span ends in the work of a request whose inbound
+    // deadline is the tick's, and the batch processor's timer runs in that context.
+    const receiver = await otlpReceiver(0);
+    const app = await startService(
+      'test/fixtures/collector-service.mjs',
+      { OTEL_SERVICE_NAME: 'ticks', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY: '50', LIFELINE_HEALTH_INTERVAL_MS: '100', LIFELINE_PROBE_PORT: '0', LIFELINE_LOG_LEVEL: 'warn', PORT: '0' },
+      ['--import', 'otel-lifeline/register'],
+    );
+    try {
+      const ticks = (all: { name: string; service: string }[]) => all.filter((s) => s.service === 'ticks' && s.name === 'tick poller').length;
+      await receiver.waitFor((all) => ticks(all) >= 30, 15_000);
+      expect(app.stdout()).not.toContain('cannot be exported');
+    } finally {
+      await app.stop();
+      await receiver.close();
+    }
+  });
+});
+
 describe('RetryingExporter bounds', () => {
   const quiet = { warn: () => undefined, info: () => undefined, debug: () => undefined };
   const spansNamed = (tracer: ReturnType<TracerProvider['getTracer']>, prefix: string, n: number): void => {
