@@ -21,6 +21,10 @@ export interface EnvConfig {
   headersTimeoutMs: number;
   /** `LIFELINE_DEADLINE_HEADER_HOSTS`: the hosts told of a call's deadline (`deadlineHeaderHosts`). */
   deadlineHeaderHosts?: 'internal' | 'all' | 'none' | string[];
+  /** `LIFELINE_EXPORT_BUFFER_SPANS`, `LIFELINE_EXPORT_BUFFER_BYTES`: what is kept for a retry (`exportBuffer`). */
+  exportBuffer: { maxSpans?: number; maxBytes?: number };
+  /** `LIFELINE_PROBE_MAX_CONNECTIONS`, `LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND`: the probe server's limits. */
+  probeLimits: { maxConnections?: number; maxRequestsPerSecond?: number };
 }
 
 /** Register mode's bound on calls nothing else bounds: connect, send, and wait for the response headers. */
@@ -47,7 +51,13 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
   const autoInstrumentations = oneOfEnv(env, 'LIFELINE_AUTO_INSTRUMENTATIONS', SWITCH) ?? 'on';
   const headersTimeoutMs = integer(env, 'LIFELINE_HEADERS_TIMEOUT_MS', 0, 86_400_000) ?? DEFAULT_HEADERS_TIMEOUT_MS;
   const deadlineHeaderHosts = headerHostsFromEnv(env, 'LIFELINE_DEADLINE_HEADER_HOSTS');
+  const maxSpans = integer(env, 'LIFELINE_EXPORT_BUFFER_SPANS', 1, 10_000_000);
+  const maxBytes = integer(env, 'LIFELINE_EXPORT_BUFFER_BYTES', 1, 2 ** 40);
+  const maxConnections = integer(env, 'LIFELINE_PROBE_MAX_CONNECTIONS', 1, 1_000_000);
+  const maxRequestsPerSecond = integer(env, 'LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND', 1, 10_000_000);
   return {
+    exportBuffer: { ...(maxSpans === undefined ? {} : { maxSpans }), ...(maxBytes === undefined ? {} : { maxBytes }) },
+    probeLimits: { ...(maxConnections === undefined ? {} : { maxConnections }), ...(maxRequestsPerSecond === undefined ? {} : { maxRequestsPerSecond }) },
     esmHook: esmHook === 'on',
     autoInstrumentations: autoInstrumentations === 'on',
     headersTimeoutMs,

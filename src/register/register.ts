@@ -42,7 +42,8 @@ async function start(): Promise<void> {
   const logger = logLevel === undefined ? undefined : (await import('pino')).pino({ name: 'lifeline', level: logLevel });
   try {
     await startLifeline({
-      probe: config.probe === false ? false : { ...config.probe, whenPortBusy: whenPortBusy(config.probe.port) },
+      probe: config.probe === false ? false : { ...config.probe, ...config.probeLimits, whenPortBusy: whenPortBusy(config.probe.port) },
+      exportBuffer: config.exportBuffer,
       deadlines: {
         headersTimeoutMs: config.headersTimeoutMs,
         ...(config.defaultTimeoutMs === undefined ? {} : { defaultTimeoutMs: config.defaultTimeoutMs }),

@@ -1,12 +1,18 @@
-import { ROOT_CONTEXT, context } from '@opentelemetry/api';
+import { ROOT_CONTEXT, context, metrics } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
+import { invalidOption } from '../errors/index.js';
 import type { Logger } from '../index.js';
 
 /** Options of {@link RetryingExporter}. */
 export interface RetryOptions {
   /** Spans kept for a retry at most; beyond it the oldest are dropped (and counted). Default 2 048. */
   maxSpans?: number;
+  /**
+   * Bytes kept for a retry at most, as estimated from each span's name, attributes, events and
+   * links (what dominates its encoded size); beyond it the oldest are dropped. Default 16 MiB.
+   */
+  maxBytes?: number;
   /** First retry delay, doubled after each failure. Default 500 ms. */
   initialBackoffMs?: number;
   /** Longest retry delay. Default 30 000 ms. */
@@ -18,16 +24,21 @@ export interface RetryOptions {
 const RETRYABLE_STATUS = new Set([429, 502, 503, 504]);
 const DROP_LOG_INTERVAL_MS = 60_000;
 
+/** Why spans were dropped: the `reason` of the `lifeline.export.dropped` counter. */
+type DropReason = 'buffer_full' | 'refused' | 'shutdown';
+
 /**
  * Keeps batches the collector did not take and sends them again, in order, with backoff, so that
  * a collector restarting for a few seconds costs no span. The OTLP exporters drop a batch at the
- * first refused connection. The buffer is bounded by spans: past it the oldest go, counted, with a
- * log line at most once a minute. The batch processor is told every batch succeeded once buffered,
- * so it keeps its own queue moving.
+ * first refused connection. The buffer is bounded by spans and by bytes: past either the oldest go,
+ * counted on the `lifeline.export.dropped` counter (by `reason`; with the global meter provider,
+ * e.g. `OTEL_METRICS_EXPORTER=otlp`) and in a log line at most once a minute. The batch processor
+ * is told every batch succeeded once buffered, so it keeps its own queue moving.
  */
 export class RetryingExporter implements SpanExporter {
-  readonly #pending: ReadableSpan[][] = [];
+  readonly #pending: { spans: ReadableSpan[]; bytes: number }[] = [];
   #pendingSpans = 0;
+  #pendingBytes = 0;
   #dropped = 0;
   #droppedLogged = 0;
   #lastDropLog = 0;
@@ -35,6 +46,7 @@ export class RetryingExporter implements SpanExporter {
   #timer: NodeJS.Timeout | undefined;
   #sending: Promise<void> | undefined;
   readonly #maxSpans: number;
+  readonly #maxBytes: number;
   readonly #initialBackoffMs: number;
   readonly #maxBackoffMs: number;
 
@@ -44,6 +56,10 @@ export class RetryingExporter implements SpanExporter {
     options: RetryOptions = {},
   ) {
     this.#maxSpans = options.maxSpans ?? 2_048;
+    this.#maxBytes = options.maxBytes ?? 16 * 2 ** 20;
+    for (const [name, value] of [['maxSpans', this.#maxSpans], ['maxBytes', this.#maxBytes]] as const) {
+      if (!Number.isSafeInteger(value) || value < 1) throw invalidOption(`exportBuffer.${name}`, value, 'an integer ≥ 1');
+    }
     this.#initialBackoffMs = options.initialBackoffMs ?? 500;
     this.#maxBackoffMs = options.maxBackoffMs ?? 30_000;
     this.#backoffMs = this.#initialBackoffMs;
@@ -52,6 +68,11 @@ export class RetryingExporter implements SpanExporter {
   /** Spans dropped so far because the buffer was full or the collector refused them for good. */
   get dropped(): number {
     return this.#dropped;
+  }
+
+  /** What is kept for a retry now: spans and their estimated bytes. */
+  get buffered(): { spans: number; bytes: number } {
+    return { spans: this.#pendingSpans, bytes: this.#pendingBytes };
   }
 
   export(spans: ReadableSpan[], resultCallback: (result: ExportResult) => void): void {
@@ -67,7 +88,7 @@ export class RetryingExporter implements SpanExporter {
           this.#keep(spans);
           this.#schedule();
         } else {
-          this.#drop(spans.length);
+          this.#drop(spans.length, 'refused');
         }
       }
       resultCallback({ code: ExportResultCode.SUCCESS });
@@ -84,25 +105,35 @@ export class RetryingExporter implements SpanExporter {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#drain(false);
-    this.#drop(this.#pendingSpans); // what the collector would still not take at the very end
+    this.#drop(this.#pendingSpans, 'shutdown'); // what the collector would still not take at the very end
     this.#pending.length = 0;
     this.#pendingSpans = 0;
+    this.#pendingBytes = 0;
     await this.exporter.shutdown();
   }
 
   #keep(spans: ReadableSpan[]): void {
-    this.#pending.push(spans);
+    const bytes = spans.reduce((sum, span) => sum + spanBytes(span), 0);
+    this.#pending.push({ spans, bytes });
     this.#pendingSpans += spans.length;
-    while (this.#pendingSpans > this.#maxSpans && this.#pending.length > 0) {
-      const oldest = this.#pending.shift() ?? [];
-      this.#pendingSpans -= oldest.length;
-      this.#drop(oldest.length);
+    this.#pendingBytes += bytes;
+    while ((this.#pendingSpans > this.#maxSpans || this.#pendingBytes > this.#maxBytes) && this.#pending.length > 0) {
+      this.#drop(this.#shift().spans.length, 'buffer_full');
     }
   }
 
-  #drop(count: number): void {
+  #shift(): { spans: ReadableSpan[]; bytes: number } {
+    const oldest = this.#pending.shift() ?? { spans: [], bytes: 0 };
+    this.#pendingSpans -= oldest.spans.length;
+    this.#pendingBytes -= oldest.bytes;
+    return oldest;
+  }
+
+  #drop(count: number, reason: DropReason): void {
     if (count === 0) return;
     this.#dropped += count;
+    // Looked up at each drop (rare): the global meter provider may be set after this exporter is made.
+    metrics.getMeter('otel-lifeline').createCounter('lifeline.export.dropped', { unit: '{span}', description: 'Spans lifeline dropped before export: buffer full while the collector was unreachable, refused for good, or still kept at shutdown' }).add(count, { reason });
     const now = Date.now();
     if (now - this.#lastDropLog < DROP_LOG_INTERVAL_MS) return;
     this.#lastDropLog = now;
@@ -127,14 +158,13 @@ export class RetryingExporter implements SpanExporter {
   #drain(reschedule: boolean): Promise<void> {
     this.#sending ??= (async () => {
       while (this.#pending.length > 0) {
-        const batch = this.#pending[0] ?? [];
+        const batch = this.#pending[0]?.spans ?? [];
         const result = await new Promise<ExportResult>((resolve) => {
           this.exporter.export(batch, resolve);
         });
         if (result.code !== ExportResultCode.SUCCESS && retryable(result)) break;
-        this.#pending.shift();
-        this.#pendingSpans -= batch.length;
-        if (result.code !== ExportResultCode.SUCCESS) this.#drop(batch.length);
+        this.#shift();
+        if (result.code !== ExportResultCode.SUCCESS) this.#drop(batch.length, 'refused');
         else this.#backoffMs = this.#initialBackoffMs;
       }
     })().finally(() => {
@@ -148,4 +178,27 @@ export class RetryingExporter implements SpanExporter {
 function retryable(result: ExportResult): boolean {
   const code = (result.error as { code?: unknown } | undefined)?.code;
   return typeof code !== 'number' || RETRYABLE_STATUS.has(code);
+}
+
+// Fixed cost of a span beyond its strings: ids, timestamps, kind, status, resource and scope refs.
+const SPAN_OVERHEAD_BYTES = 128;
+
+/** A span's size as its strings and numbers make it: enough to bound memory, cheaper than encoding. */
+function spanBytes(span: ReadableSpan): number {
+  let bytes = SPAN_OVERHEAD_BYTES + span.name.length + attributesBytes(span.attributes);
+  for (const event of span.events) bytes += event.name.length + 16 + attributesBytes(event.attributes);
+  for (const link of span.links) bytes += 64 + attributesBytes(link.attributes);
+  return bytes;
+}
+
+function attributesBytes(attributes: ReadableSpan['attributes'] | undefined): number {
+  let bytes = 0;
+  for (const key in attributes) bytes += key.length + valueBytes(attributes[key]);
+  return bytes;
+}
+
+function valueBytes(value: unknown): number {
+  if (typeof value === 'string') return value.length;
+  if (Array.isArray(value)) return value.reduce((sum: number, item: unknown) => sum + valueBytes(item), 0);
+  return 8;
 }

@@ -8,7 +8,7 @@ import { loggerOrDefault } from '../log/index.js';
 import { autoInstrumentations } from './auto-instrumentations.js';
 import { installEsmHook, instrumentedModules } from './esm-hook.js';
 import { ExportWarningExporter, otlpDestination } from './export-warning.js';
-import { RetryingExporter } from './retrying-exporter.js';
+import { RetryingExporter, type RetryOptions } from './retrying-exporter.js';
 import { batchProcessorFromEnv, batchTuningFromEnv, traceExportersFromEnv } from './exporters-from-env.js';
 import { assembleParts, lifelineRunning, type Lifeline, type LifelineParts, type LifelinePartsOptions } from './lifeline-parts.js';
 
@@ -18,6 +18,12 @@ export interface LifelineOptions extends LifelinePartsOptions {
   serviceName?: string;
   /** Where spans go, batched; default the exporters `OTEL_TRACES_EXPORTER` names (OTLP). */
   traceExporter?: SpanExporter;
+  /**
+   * How much the exporter keeps for a retry while the collector is unreachable (`maxSpans`, default
+   * 2,048; `maxBytes`, default 16 MiB, estimated); past either the oldest spans are dropped and
+   * counted on the `lifeline.export.dropped` counter.
+   */
+  exportBuffer?: Pick<RetryOptions, 'maxSpans' | 'maxBytes'>;
   /** Span processors to use instead of the batched `traceExporter`; lifeline's own run first. */
   spanProcessors?: SpanProcessor[];
   /** More instrumentations beside lifeline's (undici/fetch, http, gRPC, pino, or the auto-instrumentations). */
@@ -133,5 +139,5 @@ async function exportingProcessors(options: LifelineOptions): Promise<SpanProces
     ? [new ExportWarningExporter(options.traceExporter, logger, 'traceExporter')]
     : (await traceExportersFromEnv()).map((exporter) => new ExportWarningExporter(exporter, logger, otlpDestination()));
   const tuning = batchTuningFromEnv(process.env, logger); // once, so a bad value is warned about once
-  return exporters.map((exporter) => batchProcessorFromEnv(new RetryingExporter(exporter, logger), tuning));
+  return exporters.map((exporter) => batchProcessorFromEnv(new RetryingExporter(exporter, logger, options.exportBuffer), tuning));
 }

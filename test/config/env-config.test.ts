@@ -4,7 +4,7 @@ import { LifelineError } from '../../src/index.js';
 
 describe('readEnvConfig (SPEC §10)', () => {
   it('defaults when nothing is set', () => {
-    expect(readEnvConfig({})).toEqual({ probe: {}, esmHook: true, autoInstrumentations: true, headersTimeoutMs: 60_000 });
+    expect(readEnvConfig({})).toEqual({ probe: {}, esmHook: true, autoInstrumentations: true, headersTimeoutMs: 60_000, exportBuffer: {}, probeLimits: {} });
   });
 
   it('reads every variable', () => {
@@ -20,6 +20,10 @@ describe('readEnvConfig (SPEC §10)', () => {
         LIFELINE_AUTO_INSTRUMENTATIONS: 'off',
         LIFELINE_HEADERS_TIMEOUT_MS: '0',
         LIFELINE_DEADLINE_HEADER_HOSTS: 'internal, .Corp.example.com,billing,fd00::1',
+        LIFELINE_EXPORT_BUFFER_SPANS: '10000',
+        LIFELINE_EXPORT_BUFFER_BYTES: '67108864',
+        LIFELINE_PROBE_MAX_CONNECTIONS: '16',
+        LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND: '200',
       }),
     ).toEqual({
       probe: { port: 9000, host: '0.0.0.0' },
@@ -31,6 +35,8 @@ describe('readEnvConfig (SPEC §10)', () => {
       autoInstrumentations: false,
       headersTimeoutMs: 0,
       deadlineHeaderHosts: ['internal', '.corp.example.com', 'billing', 'fd00::1'],
+      exportBuffer: { maxSpans: 10_000, maxBytes: 67_108_864 },
+      probeLimits: { maxConnections: 16, maxRequestsPerSecond: 200 },
     });
     expect(readEnvConfig({ LIFELINE_DEADLINE_HEADER_HOSTS: 'none' }).deadlineHeaderHosts).toBe('none');
   });
@@ -55,6 +61,10 @@ describe('readEnvConfig (SPEC §10)', () => {
     ['LIFELINE_DEADLINE_HEADER_HOSTS', 'a..b'],
     ['LIFELINE_DEFAULT_TIMEOUT_MS', '-1'],
     ['LIFELINE_DIAGNOSTICS_LOG', 'verbose'],
+    ['LIFELINE_EXPORT_BUFFER_SPANS', '0'],
+    ['LIFELINE_EXPORT_BUFFER_BYTES', '16MiB'],
+    ['LIFELINE_PROBE_MAX_CONNECTIONS', '0'],
+    ['LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND', '-5'],
   ])('%s=%s is rejected naming the variable and the value', (name, value) => {
     let error: unknown;
     try {

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { freePort, ROOT, runNode } from '../support/node.js';
 
@@ -24,6 +25,31 @@ describe('lifeline/register (SPEC §3, §10)', () => {
     expect(live).toBe(200);
     expect(body).toEqual({ status: 'pass', healthy: ['healthcheck'], unhealthy: [] });
     expect(code).toBe(0);
+  });
+
+  it('LIFELINE_PROBE_MAX_CONNECTIONS reaches the probe server: a connection past it is closed, probes answer once it is free', async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, ['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
+      cwd: ROOT,
+      env: { ...process.env, ...QUIET_OTEL, LIFELINE_PROBE_PORT: String(port), LIFELINE_PROBE_MAX_CONNECTIONS: '1', APP_LIFETIME_MS: '20000' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    try {
+      await new Promise<void>((resolve) => child.stdout.once('data', () => { resolve(); }));
+      const holder = connect(port, '127.0.0.1');
+      await new Promise<void>((resolve) => holder.once('connect', () => { resolve(); }));
+      const refused = await fetch(`http://127.0.0.1:${port}/live`).then((res) => res.status, () => 'closed');
+      expect(refused).toBe('closed');
+      holder.destroy();
+      let live: number | string = 'closed';
+      for (let i = 0; i < 50 && live !== 200; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20)); // the server learns of the close asynchronously
+        live = await fetch(`http://127.0.0.1:${port}/live`).then((res) => res.status, () => 'closed');
+      }
+      expect(live).toBe(200);
+    } finally {
+      child.kill();
+    }
   });
 
   it.each([

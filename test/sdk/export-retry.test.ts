@@ -1,4 +1,6 @@
+import { metrics } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -77,6 +79,47 @@ describe('RetryingExporter bounds', () => {
       await provider.shutdown();
       await receiver.close();
     }
+  });
+
+  it('keeps at most maxBytes, however few the spans: big spans push the oldest out', async () => {
+    const port = await freePort();
+    const retrying = new RetryingExporter(new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }), quiet, { maxBytes: 1_000_000, initialBackoffMs: 60_000 });
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: retrying })] });
+    const tracer = provider.getTracer('t');
+    const big = 'x'.repeat(100_000);
+    for (let i = 0; i < 30; i++) tracer.startSpan(`big-${String(i)}`, { attributes: { 'app.payload': big } }).end();
+    await eventually(() => retrying.dropped + retrying.buffered.spans === 30);
+    expect(retrying.buffered.bytes).toBeLessThanOrEqual(1_000_000);
+    expect(retrying.buffered.spans).toBe(9); // 9 × ~100 KB fit in 1 MB, a tenth would not
+    expect(retrying.dropped).toBe(21);
+    await provider.shutdown();
+  });
+
+  it('counts drops on the lifeline.export.dropped counter, by reason', async () => {
+    const reader = new PeriodicExportingMetricReader({ exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE), exportIntervalMillis: 3_600_000 });
+    const meters = new MeterProvider({ readers: [reader] });
+    metrics.setGlobalMeterProvider(meters);
+    const port = await freePort();
+    const retrying = new RetryingExporter(new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }), quiet, { maxSpans: 2, initialBackoffMs: 60_000 });
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: retrying })] });
+    try {
+      spansNamed(provider.getTracer('t'), 'down', 5);
+      await eventually(() => retrying.dropped === 3);
+      await provider.shutdown(); // the 2 still kept cannot be sent: dropped at shutdown
+      const { resourceMetrics } = await reader.collect();
+      const points = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics).filter((metric) => metric.descriptor.name === 'lifeline.export.dropped').flatMap((metric) => metric.dataPoints);
+      const byReason = Object.fromEntries(points.map((point) => [String(point.attributes.reason), point.value]));
+      expect(byReason).toEqual({ buffer_full: 3, shutdown: 2 });
+    } finally {
+      metrics.disable();
+      await meters.shutdown();
+    }
+  });
+
+  it('refuses a bound that is not a positive integer, naming it', () => {
+    const exporter = new OTLPTraceExporter();
+    expect(() => new RetryingExporter(exporter, quiet, { maxBytes: 0 })).toThrow(/exportBuffer\.maxBytes/);
+    expect(() => new RetryingExporter(exporter, quiet, { maxSpans: 1.5 })).toThrow(/exportBuffer\.maxSpans/);
   });
 
   it('does not retry what the collector refuses for good (HTTP 400): dropped and counted', async () => {
