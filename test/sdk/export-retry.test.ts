@@ -108,7 +108,7 @@ describe('RetryingExporter bounds', () => {
       await provider.shutdown(); // the 2 still kept cannot be sent: dropped at shutdown
       const { resourceMetrics } = await reader.collect();
       const points = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics).filter((metric) => metric.descriptor.name === 'lifeline.export.dropped').flatMap((metric) => metric.dataPoints);
-      const byReason = Object.fromEntries(points.map((point) => [String(point.attributes.reason), point.value]));
+      const byReason = Object.fromEntries(points.map((point) => [String((point.attributes as Record<string, unknown>).reason), point.value]));
       expect(byReason).toEqual({ buffer_full: 3, shutdown: 2 });
     } finally {
       metrics.disable();
