@@ -8,7 +8,8 @@ if (kind === 'lifeline') {
   const health = new Health({ interval: 3_600_000 });
   health.registerLiveness('worker').take();
   health.check();
-  const probe = await startProbeServer({ health, port: 0 });
+  // The server's own throughput: the default request budget (1,000/s, see bench/probe-flood) would cap it.
+  const probe = await startProbeServer({ health, port: 0, maxRequestsPerSecond: 1e9 });
   report(probe.port);
 } else if (kind === 'lightship') {
   const { createLightship } = await import('lightship');
