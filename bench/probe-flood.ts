@@ -26,7 +26,7 @@ async function startService(kind: string): Promise<{ app: number; probe: number;
 function flood(url: string, seconds: number): Promise<number> {
   const script = `import autocannon from 'autocannon'; const r = await autocannon({ url: ${JSON.stringify(url)}, connections: 32, duration: ${String(seconds)} }); console.log(JSON.stringify({ rps: r.requests.average }));`;
   const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: new URL('..', import.meta.url).pathname, stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve) => createInterface({ input: child.stdout as NodeJS.ReadableStream }).once('line', (line) => resolve((JSON.parse(line) as { rps: number }).rps)));
+  return new Promise((resolve) => createInterface({ input: child.stdout as NodeJS.ReadableStream }).once('line', (line) => { resolve((JSON.parse(line) as { rps: number }).rps); }));
 }
 
 /** GET / on the app every 10 ms for `ms`: latencies in ms. */

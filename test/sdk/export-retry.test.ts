@@ -107,8 +107,8 @@ describe('RetryingExporter bounds', () => {
       await eventually(() => retrying.dropped === 3);
       await provider.shutdown(); // the 2 still kept cannot be sent: dropped at shutdown
       const { resourceMetrics } = await reader.collect();
-      const points = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics).filter((metric) => metric.descriptor.name === 'lifeline.export.dropped').flatMap((metric) => metric.dataPoints);
-      const byReason = Object.fromEntries(points.map((point) => [String((point.attributes as Record<string, unknown>).reason), point.value]));
+      const points = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics).filter((metric) => metric.descriptor.name === 'lifeline.export.dropped').flatMap((metric) => metric.dataPoints as { attributes: Record<string, unknown>; value: unknown }[]);
+      const byReason = Object.fromEntries(points.map((point) => [String(point.attributes.reason), point.value]));
       expect(byReason).toEqual({ buffer_full: 3, shutdown: 2 });
     } finally {
       metrics.disable();
