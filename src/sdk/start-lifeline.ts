@@ -7,9 +7,7 @@ import { LifelineError } from '../index.js';
 import { loggerOrDefault } from '../log/index.js';
 import { autoInstrumentations } from './auto-instrumentations.js';
 import { installEsmHook, instrumentedModules } from './esm-hook.js';
-import { ExportWarningExporter, otlpDestination } from './export-warning.js';
-import { RetryingExporter, type RetryOptions } from './retrying-exporter.js';
-import { batchProcessorFromEnv, batchTuningFromEnv, traceExportersFromEnv } from './exporters-from-env.js';
+import { batchProcessorFromEnv, batchTuningFromEnv, ExportWarningExporter, otlpDestination, RetryingExporter, traceExportersFromEnv, type RetryOptions } from '../export/index.js';
 import { assembleParts, lifelineRunning, type Lifeline, type LifelineParts, type LifelinePartsOptions } from './lifeline-parts.js';
 
 /** Options of {@link startLifeline}. */

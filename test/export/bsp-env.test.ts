@@ -3,7 +3,7 @@ import { createInterface } from 'node:readline';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { describe, expect, it } from 'vitest';
 import type { Logger } from '../../src/log/index.js';
-import { batchProcessorFromEnv, batchTuningFromEnv } from '../../src/sdk/exporters-from-env.js';
+import { batchProcessorFromEnv, batchTuningFromEnv } from '../../src/export/index.js';
 import { ROOT } from '../support/node.js';
 
 function capture(): { logger: Logger; warnings: string[] } {

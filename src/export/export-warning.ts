@@ -1,7 +1,7 @@
 import { ROOT_CONTEXT, context } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
-import type { Logger } from '../index.js';
+import type { Logger } from '../log/index.js';
 
 /**
  * Passes every call on to `exporter`, and says so once when spans stop reaching it (a collector

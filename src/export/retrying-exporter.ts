@@ -2,7 +2,7 @@ import { ROOT_CONTEXT, context, metrics } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
 import { invalidOption } from '../errors/index.js';
-import type { Logger } from '../index.js';
+import type { Logger } from '../log/index.js';
 
 /** Options of {@link RetryingExporter}. */
 export interface RetryOptions {

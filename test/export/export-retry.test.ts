@@ -5,7 +5,7 @@ import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { RetryingExporter } from '../../src/sdk/retrying-exporter.js';
+import { RetryingExporter } from '../../src/export/index.js';
 import { freePort } from '../support/node.js';
 import { otlpReceiver } from '../support/otlp-receiver.js';
 import { startService } from '../support/service.js';
