@@ -30,6 +30,7 @@ export {
   type RegisterOptions,
 } from './health/index.js';
 export { startProbeServer, type ProbeServer, type ProbeServerOptions } from './probe/index.js';
+export { startWatchdog, type BlockedFrame, type EventLoopBlock, type Watchdog, type WatchdogOptions } from './watchdog/index.js';
 export { DEADLINE_HEADER, DeadlinePropagator, type DeadlinePropagatorOptions } from './propagation/index.js';
 export { installInboundTrust, type InstalledInboundTrust, type TrustInbound } from './inbound/index.js';
 export { DeadlineSpanProcessor } from './processors/index.js';

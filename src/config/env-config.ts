@@ -25,6 +25,8 @@ export interface EnvConfig {
   exportBuffer: { maxSpans?: number; maxBytes?: number };
   /** `LIFELINE_PROBE_MAX_CONNECTIONS`, `LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND`: the probe server's limits. */
   probeLimits: { maxConnections?: number; maxRequestsPerSecond?: number };
+  /** `LIFELINE_WATCHDOG=off`: no watchdog thread; else `LIFELINE_WATCHDOG_THRESHOLD_MS`, when set. */
+  watchdog: false | { thresholdMs?: number };
 }
 
 /** Register mode's bound on calls nothing else bounds: connect, send, and wait for the response headers. */
@@ -55,7 +57,10 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
   const maxBytes = integer(env, 'LIFELINE_EXPORT_BUFFER_BYTES', 1, 2 ** 40);
   const maxConnections = integer(env, 'LIFELINE_PROBE_MAX_CONNECTIONS', 1, 1_000_000);
   const maxRequestsPerSecond = integer(env, 'LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND', 1, 10_000_000);
+  const watchdog = oneOfEnv(env, 'LIFELINE_WATCHDOG', SWITCH) ?? 'on';
+  const thresholdMs = integer(env, 'LIFELINE_WATCHDOG_THRESHOLD_MS', 10, 86_400_000);
   return {
+    watchdog: watchdog === 'off' ? false : thresholdMs === undefined ? {} : { thresholdMs },
     exportBuffer: { ...(maxSpans === undefined ? {} : { maxSpans }), ...(maxBytes === undefined ? {} : { maxBytes }) },
     probeLimits: { ...(maxConnections === undefined ? {} : { maxConnections }), ...(maxRequestsPerSecond === undefined ? {} : { maxRequestsPerSecond }) },
     esmHook: esmHook === 'on',

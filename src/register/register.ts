@@ -44,6 +44,7 @@ async function start(): Promise<void> {
     await startLifeline({
       probe: config.probe === false ? false : { ...config.probe, ...config.probeLimits, whenPortBusy: whenPortBusy(config.probe.port) },
       exportBuffer: config.exportBuffer,
+      watchdog: config.watchdog,
       deadlines: {
         headersTimeoutMs: config.headersTimeoutMs,
         ...(config.defaultTimeoutMs === undefined ? {} : { defaultTimeoutMs: config.defaultTimeoutMs }),

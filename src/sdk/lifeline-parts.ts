@@ -9,6 +9,7 @@ import { invalidOption, oneOf } from '../errors/index.js';
 import { closeServersGracefully, policyDeadlineOf, trackHttpServers } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
 import { installInboundTrust } from '../inbound/index.js';
+import { startWatchdog, type Watchdog, type WatchdogOptions } from '../watchdog/index.js';
 import { defaultLogger } from '../log/index.js';
 import { recordDeadline } from '../processors/index.js';
 import {
@@ -68,6 +69,12 @@ export interface LifelinePartsOptions {
   handleSigterm?: boolean;
   /** The most a SIGTERM flush or shutdown may take before the process exits anyway. Default 5 000 ms. */
   shutdownTimeoutMs?: number;
+  /**
+   * The event-loop watchdog thread ({@link startWatchdog}), or `false` for none. Default on, with
+   * `thresholdMs` the catalog's interval, at most 5 000 ms; its spans use the `OTEL_*` exporters,
+   * and the diagnostics' redaction.
+   */
+  watchdog?: false | WatchdogOptions;
 }
 
 /** A started lifeline: the catalog, its probe server, and the SDK's flush and shutdown. */
@@ -183,6 +190,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       let dispatcher: InstalledDeadlineDispatcher | undefined;
       let httpDeadlines: InstalledHttpDeadlines | undefined;
       let probe: ProbeServer | undefined;
+      let watchdog: Watchdog | undefined;
       syncBuiltinViews();
       // Whose inbound deadlines are obeyed is judged by the caller's address, recorded per request.
       const inboundTrust = installInboundTrust();
@@ -195,7 +203,17 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         probe = options.probe === false ? undefined : await probeServer(options.probe ?? {}, health, options.logger);
         probePort = probe?.port;
         health.useDiagnostics(diagnostics);
+        if (options.watchdog !== false) {
+          const redact = options.diagnostics?.redact;
+          watchdog = startWatchdog({
+            thresholdMs: Math.min(health.interval, 5_000),
+            ...(redact === undefined ? {} : { redact }),
+            ...(options.logger === undefined ? {} : { logger: options.logger }),
+            ...options.watchdog,
+          });
+        }
       } catch (err) {
+        await probe?.close();
         servers.uninstall();
         inboundTrust.uninstall();
         dispatcher?.uninstall();
@@ -224,6 +242,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
               httpDeadlines?.uninstall();
               // NodeSDK's shutdown leaves instrumentations enabled: lifeline disables its own.
               grpcDeadlines?.disable();
+              await watchdog?.close().catch(() => undefined);
               await probe?.close().catch(() => undefined);
               health.close();
               // The process-wide catalog is closed for good: only a start with a catalog of its own may follow.

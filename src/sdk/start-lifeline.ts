@@ -79,7 +79,8 @@ let starting = false;
 async function start(options: LifelineOptions): Promise<Lifeline> {
   // The SDK is made after the parts (it needs their processors), and stopped by their shutdown.
   const owned: { sdk?: { shutdown(): Promise<void> } } = {};
-  const parts = assembleParts(options, () => owned.sdk?.shutdown() ?? Promise.resolve());
+  const watchdog = options.watchdog === false || options.serviceName === undefined ? options.watchdog : { serviceName: options.serviceName, ...options.watchdog };
+  const parts = assembleParts({ ...options, ...(watchdog === undefined ? {} : { watchdog }) }, () => owned.sdk?.shutdown() ?? Promise.resolve());
   // Every module first, then every instrumentation at once: see lifelineParts' instrumentations.
   const [{ NodeSDK }, makeInstrumentations, spanProcessors] = await Promise.all([import('@opentelemetry/sdk-node'), instrumentationsOf(options), exportingProcessors(options)]);
   const instrumentations = [...parts.instrumentations, ...makeInstrumentations(parts), ...(options.instrumentations ?? [])];

@@ -21,3 +21,10 @@ export const ATTR_DIAGNOSTIC_TRUNCATED = 'lifeline.diagnostic.truncated';
 export const ATTR_IN_FLIGHT = 'lifeline.in_flight';
 export const ATTR_IN_FLIGHT_SPAN_ID = 'lifeline.in_flight.span_id';
 export const ATTR_IN_FLIGHT_AGE_MS = 'lifeline.in_flight.age_ms';
+
+/** The event-loop watchdog: its span, the block's duration so far or in all, and how it was caught. */
+export const SPAN_EVENT_LOOP_BLOCKED = 'event loop blocked';
+export const ATTR_EVENT_LOOP_BLOCKED_MS = 'lifeline.event_loop.blocked_ms';
+export const ATTR_EVENT_LOOP_ONGOING = 'lifeline.event_loop.ongoing';
+export const ATTR_EVENT_LOOP_NATIVE = 'lifeline.event_loop.native';
+export const ATTR_EVENT_LOOP_WAIT = 'lifeline.event_loop.wait';

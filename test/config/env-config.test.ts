@@ -4,7 +4,7 @@ import { LifelineError } from '../../src/index.js';
 
 describe('readEnvConfig (SPEC §10)', () => {
   it('defaults when nothing is set', () => {
-    expect(readEnvConfig({})).toEqual({ probe: {}, esmHook: true, autoInstrumentations: true, headersTimeoutMs: 60_000, exportBuffer: {}, probeLimits: {} });
+    expect(readEnvConfig({})).toEqual({ probe: {}, esmHook: true, autoInstrumentations: true, headersTimeoutMs: 60_000, exportBuffer: {}, probeLimits: {}, watchdog: {} });
   });
 
   it('reads every variable', () => {
@@ -24,6 +24,7 @@ describe('readEnvConfig (SPEC §10)', () => {
         LIFELINE_EXPORT_BUFFER_BYTES: '67108864',
         LIFELINE_PROBE_MAX_CONNECTIONS: '16',
         LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND: '200',
+        LIFELINE_WATCHDOG_THRESHOLD_MS: '2000',
       }),
     ).toEqual({
       probe: { port: 9000, host: '0.0.0.0' },
@@ -37,7 +38,9 @@ describe('readEnvConfig (SPEC §10)', () => {
       deadlineHeaderHosts: ['internal', '.corp.example.com', 'billing', 'fd00::1'],
       exportBuffer: { maxSpans: 10_000, maxBytes: 67_108_864 },
       probeLimits: { maxConnections: 16, maxRequestsPerSecond: 200 },
+      watchdog: { thresholdMs: 2_000 },
     });
+    expect(readEnvConfig({ LIFELINE_WATCHDOG: 'off', LIFELINE_WATCHDOG_THRESHOLD_MS: '2000' }).watchdog).toBe(false);
     expect(readEnvConfig({ LIFELINE_DEADLINE_HEADER_HOSTS: 'none' }).deadlineHeaderHosts).toBe('none');
   });
 
@@ -65,6 +68,8 @@ describe('readEnvConfig (SPEC §10)', () => {
     ['LIFELINE_EXPORT_BUFFER_BYTES', '16MiB'],
     ['LIFELINE_PROBE_MAX_CONNECTIONS', '0'],
     ['LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND', '-5'],
+    ['LIFELINE_WATCHDOG', 'yes'],
+    ['LIFELINE_WATCHDOG_THRESHOLD_MS', '5'],
   ])('%s=%s is rejected naming the variable and the value', (name, value) => {
     let error: unknown;
     try {

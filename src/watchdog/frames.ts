@@ -1,0 +1,89 @@
+import { readFileSync } from 'node:fs';
+import { SourceMap, type SourceMapPayload } from 'node:module';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** One frame of the blocked thread's JavaScript stack, innermost first. Lines and columns 1-based. */
+export interface BlockedFrame {
+  readonly function: string;
+  /** A file path for files, else the script URL (`node:internal/…`), or `''` when unknown. */
+  readonly file: string;
+  readonly line: number;
+  readonly column: number;
+}
+
+/** The inspector's `Debugger.CallFrame`, as much of it as is read here. */
+export interface InspectorCallFrame {
+  readonly functionName: string;
+  readonly url: string;
+  readonly location: { readonly scriptId: string; readonly lineNumber: number; readonly columnNumber?: number };
+}
+
+/**
+ * Frames from the inspector's call frames. An ES module's frames come back with an empty `url`:
+ * `scripts` (from `Debugger.scriptParsed`) maps their script ids to it.
+ */
+export function framesOf(callFrames: readonly InspectorCallFrame[], scripts: ReadonlyMap<string, string>): BlockedFrame[] {
+  return callFrames.map((frame) => {
+    const url = frame.url !== '' ? frame.url : (scripts.get(frame.location.scriptId) ?? '');
+    return { function: frame.functionName, file: url.startsWith('file://') ? fileURLToPath(url) : url, line: frame.location.lineNumber + 1, column: (frame.location.columnNumber ?? 0) + 1 };
+  });
+}
+
+/** The frame that explains the block: the innermost one not in Node's own code. */
+export function topUserFrame(frames: readonly BlockedFrame[]): BlockedFrame | undefined {
+  return frames.find((frame) => frame.file !== '' && !frame.file.startsWith('node:')) ?? frames[0];
+}
+
+/** `crunchReport (app.js:8)`: how a person reads a frame. */
+export function describeFrame(frame: BlockedFrame): string {
+  return `${nameOf(frame)} (${frame.file === '' ? '<unknown>' : frame.file}:${String(frame.line)})`;
+}
+
+/** The stack as V8 prints one: a `    at fn (file:line:column)` line per frame. */
+export function stackText(frames: readonly BlockedFrame[]): string {
+  return frames.map((frame) => `    at ${nameOf(frame)} (${frame.file === '' ? '<unknown>' : frame.file}:${String(frame.line)}:${String(frame.column)})`).join('\n');
+}
+
+function nameOf(frame: BlockedFrame): string {
+  return frame.function === '' ? '<anonymous>' : frame.function;
+}
+
+/**
+ * Maps frames of compiled files to their sources through each file's `sourceMappingURL` (inline,
+ * or a file beside it), as `--enable-source-maps` maps error stacks. A frame whose file has no
+ * readable map stays as it is. Each file's map is read once.
+ */
+export class SourceMapper {
+  readonly #maps = new Map<string, SourceMap | undefined>();
+
+  map(frames: readonly BlockedFrame[]): BlockedFrame[] {
+    return frames.map((frame) => {
+      const map = this.#mapOf(frame.file);
+      if (map === undefined) return frame;
+      const entry = map.findEntry(frame.line - 1, frame.column - 1);
+      if (!('originalSource' in entry)) return frame;
+      const source = entry.originalSource.startsWith('file://') ? fileURLToPath(entry.originalSource) : resolve(dirname(frame.file), entry.originalSource);
+      return { function: frame.function, file: source, line: entry.originalLine + 1, column: entry.originalColumn + 1 };
+    });
+  }
+
+  #mapOf(file: string): SourceMap | undefined {
+    if (!file.startsWith('/')) return undefined;
+    if (this.#maps.has(file)) return this.#maps.get(file);
+    let map: SourceMap | undefined;
+    try {
+      const code = readFileSync(file, 'utf8');
+      const url = /\/\/[#@] sourceMappingURL=(\S+)\s*$/.exec(code)?.[1];
+      if (url !== undefined) {
+        const inline = /^data:application\/json;(?:charset=utf-8;)?base64,(.*)$/.exec(url)?.[1];
+        const json = inline !== undefined ? Buffer.from(inline, 'base64').toString('utf8') : readFileSync(resolve(dirname(file), decodeURIComponent(url)), 'utf8');
+        map = new SourceMap(JSON.parse(json) as SourceMapPayload);
+      }
+    } catch {
+      map = undefined; // an unreadable file or map: its frames stay as compiled
+    }
+    this.#maps.set(file, map);
+    return map;
+  }
+}

@@ -1,0 +1,2 @@
+export { startWatchdog, type EventLoopBlock, type Watchdog, type WatchdogOptions } from './watchdog.js';
+export type { BlockedFrame } from './frames.js';

@@ -1,0 +1,253 @@
+/**
+ * The watchdog thread. It watches the main thread's heartbeat (a counter in shared memory the main
+ * thread bumps on a timer); when the counter stands still past the threshold the main thread's
+ * event loop is blocked, and this thread, which runs on regardless, captures the main thread's
+ * JavaScript stack through the inspector and exports an `event loop blocked` span at once — the
+ * process may be killed before its loop comes back. When the counter moves again it exports the
+ * whole block and tells the main thread.
+ *
+ * Nothing heavy is loaded until a block is reported: a healthy service pays for a timer here and
+ * one on the main thread.
+ */
+import { readFileSync, writeSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { parentPort, workerData } from 'node:worker_threads';
+import type { Link, Tracer } from '@opentelemetry/api';
+import { describeFrame, framesOf, SourceMapper, stackText, topUserFrame, type BlockedFrame, type InspectorCallFrame } from './frames.js';
+import type { BlockMessage, WatchdogWorkerData } from './messages.js';
+
+const config = workerData as WatchdogWorkerData;
+const beats = new Int32Array(config.heartbeat);
+const sourceMapper = config.sourceMaps ? new SourceMapper() : undefined;
+
+/** What the inspector found: the frames, and the trace active on the main thread then. */
+interface Capture {
+  frames: BlockedFrame[];
+  active: { traceId: string; spanId: string } | undefined;
+}
+
+interface Block {
+  /** Monotonic ms (this thread's clock) of the last heartbeat seen. */
+  readonly since: number;
+  /** Epoch ms of the same instant. */
+  readonly startedAt: number;
+  /** Whether this block is reported (rate limit), and what was exported when it was detected. */
+  readonly report: Promise<Reported> | undefined;
+}
+
+interface Reported {
+  /** The capture, when it landed within the capture timeout; else the block is outside JavaScript. */
+  readonly first: Capture | undefined;
+  /** The capture whenever it lands: for a block in native code, once JavaScript runs again. */
+  readonly landed: Promise<Capture | undefined>;
+  /** The kernel's wait channel of the main thread (Linux), when the block is outside JavaScript. */
+  readonly wait: string | undefined;
+  readonly detectionSpan: Link['context'] | undefined;
+}
+
+let seen = Atomics.load(beats, 0);
+let lastBeat = performance.now();
+let block: Block | undefined;
+let lastReport = Number.NEGATIVE_INFINITY;
+
+setInterval(check, config.pollMs);
+
+function check(): void {
+  const now = performance.now();
+  const current = Atomics.load(beats, 0);
+  if (current !== seen) {
+    seen = current;
+    if (block !== undefined) ended(block, now);
+    block = undefined;
+    lastBeat = now;
+    return;
+  }
+  if (block === undefined && now - lastBeat >= config.thresholdMs) {
+    const reported = now - lastReport >= config.minReportIntervalMs;
+    if (reported) lastReport = now;
+    const startedAt = Date.now() - (now - lastBeat);
+    const since = lastBeat;
+    block = { since, startedAt, report: reported ? detected(startedAt, now - since) : undefined };
+  }
+}
+
+/** Captures the stack and exports what is known at once. */
+async function detected(startedAt: number, blockedMs: number): Promise<Reported> {
+  const { first, landed } = capture();
+  const firstCapture = await first;
+  const wait = firstCapture === undefined ? waitChannel() : undefined;
+  let detectionSpan: Link['context'] | undefined;
+  try {
+    detectionSpan = await exportBlock({ startedAt, endedAt: Date.now(), blockedMs: Math.max(blockedMs, Date.now() - startedAt), ongoing: true, native: firstCapture === undefined, capture: firstCapture, wait, link: undefined });
+  } catch (err) {
+    log(`lifeline: the event loop is blocked, and exporting its span failed: ${String(err)}`);
+  }
+  return { first: firstCapture, landed, wait, detectionSpan };
+}
+
+function ended(current: Block, now: number): void {
+  const blockedMs = now - current.since;
+  const report = current.report;
+  if (report === undefined) {
+    tell({ type: 'block', blockedMs, startedAt: current.startedAt, frames: [], native: false, reported: false });
+    return;
+  }
+  void report.then(async ({ first, landed, wait, detectionSpan }) => {
+    // Outside JavaScript, the pause lands as soon as JavaScript runs again: in the caller of the native call.
+    const capture = first ?? (await Promise.race([landed, sleep(config.captureTimeoutMs).then(() => undefined)]));
+    tell({ type: 'block', blockedMs, startedAt: current.startedAt, frames: capture?.frames ?? [], native: first === undefined, reported: true, ...(wait === undefined ? {} : { wait }) });
+    try {
+      await exportBlock({ startedAt: current.startedAt, endedAt: current.startedAt + blockedMs, blockedMs, ongoing: false, native: first === undefined, capture, wait, link: detectionSpan });
+    } catch (err) {
+      log(`lifeline: exporting the span of an event loop block failed: ${String(err)}`);
+    }
+  });
+}
+
+function tell(message: BlockMessage): void {
+  parentPort?.postMessage(message);
+}
+
+/**
+ * Pauses the main thread through the inspector and reads its frames. `Debugger.enable` and
+ * `Debugger.pause` are sent together: a thread blocked in JavaScript handles them at its next
+ * interrupt check (within milliseconds, even inside a regular expression or `Atomics.wait`); one
+ * blocked in a native call (sync I/O, `execSync`) only once that call returns, and then pauses in
+ * its caller. The debugger is enabled only for this.
+ */
+function capture(): { first: Promise<Capture | undefined>; landed: Promise<Capture | undefined> } {
+  const session = new Session();
+  session.connectToMainThread();
+  const scripts = new Map<string, string>();
+  session.on('Debugger.scriptParsed', (message) => {
+    if (message.params.url !== '') scripts.set(message.params.scriptId, message.params.url);
+  });
+  const paused = new Promise<{ callFrames: (InspectorCallFrame & { callFrameId: string })[] }>((resolve) => {
+    session.once('Debugger.paused', (message) => {
+      resolve(message.params as { callFrames: (InspectorCallFrame & { callFrameId: string })[] });
+    });
+  });
+  session.post('Debugger.enable').catch(() => undefined);
+  session.post('Debugger.pause').catch(() => undefined);
+  const landed = paused.then(
+    async ({ callFrames }) => {
+      const frames = framesOf(callFrames, scripts);
+      const active = await activeSpan(session, callFrames[0]?.callFrameId);
+      await session.post('Debugger.resume').catch(() => undefined);
+      await session.post('Debugger.disable').catch(() => undefined);
+      session.disconnect();
+      return { frames: sourceMapper === undefined ? frames : sourceMapper.map(frames), active };
+    },
+    () => undefined,
+  );
+  return { first: Promise.race([landed, sleep(config.captureTimeoutMs).then(() => undefined)]), landed };
+}
+
+/** The span active on the main thread where it is paused, read from the hook the main thread left. */
+async function activeSpan(session: Session, callFrameId: string | undefined): Promise<Capture['active']> {
+  if (callFrameId === undefined) return undefined;
+  try {
+    const evaluated = await Promise.race([
+      session.post('Debugger.evaluateOnCallFrame', { callFrameId, expression: `globalThis[Symbol.for('otel-lifeline.watchdog')]?.activeSpan?.()`, returnByValue: true, silent: true }),
+      sleep(200).then(() => undefined),
+    ]);
+    const value: unknown = evaluated?.result.value;
+    if (typeof value !== 'string') return undefined;
+    const [traceId, spanId] = value.split('-');
+    return traceId !== undefined && spanId !== undefined && /^[0-9a-f]{32}$/.test(traceId) && /^[0-9a-f]{16}$/.test(spanId) ? { traceId, spanId } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The main thread's kernel wait channel and system call number (Linux), for a block outside JavaScript. */
+function waitChannel(): string | undefined {
+  try {
+    const task = `/proc/${String(process.pid)}/task/${String(process.pid)}`;
+    const channel = readFileSync(`${task}/wchan`, 'utf8').trim();
+    const syscall = readFileSync(`${task}/syscall`, 'utf8').trim().split(' ')[0];
+    return `${channel === '0' || channel === '' ? 'running' : channel}${syscall === undefined || syscall === 'running' ? '' : ` (syscall ${syscall})`}`;
+  } catch {
+    return undefined;
+  }
+}
+
+interface BlockReport {
+  startedAt: number;
+  endedAt: number;
+  blockedMs: number;
+  ongoing: boolean;
+  /** Blocked outside JavaScript: the inspector could not pause it within the capture timeout. */
+  native: boolean;
+  capture: Capture | undefined;
+  wait: string | undefined;
+  link: Link['context'] | undefined;
+}
+
+let tracerReady: Promise<{ tracer: Tracer; flush: () => Promise<void>; redact: (text: string) => string } | undefined> | undefined;
+
+/** Exports one `event loop blocked` span; returns its context (for the final span's link). */
+async function exportBlock(report: BlockReport): Promise<Link['context'] | undefined> {
+  tracerReady ??= makeTracer();
+  const ready = await tracerReady;
+  if (ready === undefined) return undefined;
+  const [{ SpanStatusCode }, semconv] = await Promise.all([import('@opentelemetry/api'), import('../semconv/index.js')]);
+  const frames = report.capture?.frames ?? [];
+  const top = topUserFrame(frames);
+  const seconds = (report.blockedMs / 1_000).toFixed(1);
+  const where = top !== undefined ? ` in ${describeFrame(top)}` : report.wait !== undefined ? ` outside JavaScript (${report.wait})` : '';
+  const links: Link[] = [];
+  if (report.capture?.active !== undefined) links.push({ context: { ...report.capture.active, traceFlags: 1 }, attributes: { 'lifeline.link': 'active when blocked' } });
+  if (report.link !== undefined) links.push({ context: report.link, attributes: { 'lifeline.link': 'detected' } });
+  const span = ready.tracer.startSpan(semconv.SPAN_EVENT_LOOP_BLOCKED, {
+    root: true,
+    startTime: report.startedAt,
+    links,
+    attributes: {
+      [semconv.ATTR_EVENT_LOOP_BLOCKED_MS]: Math.round(report.blockedMs),
+      [semconv.ATTR_EVENT_LOOP_ONGOING]: report.ongoing,
+      [semconv.ATTR_EVENT_LOOP_NATIVE]: report.native,
+      ...(report.wait === undefined ? {} : { [semconv.ATTR_EVENT_LOOP_WAIT]: report.wait }),
+      ...(top === undefined ? {} : { 'code.function.name': top.function === '' ? '<anonymous>' : top.function, 'code.file.path': top.file, 'code.line.number': top.line, 'code.column.number': top.column }),
+    },
+  });
+  if (frames.length > 0) span.addEvent(semconv.SPAN_EVENT_LOOP_BLOCKED, { 'code.stacktrace': ready.redact(stackText(frames)) });
+  span.setStatus({ code: SpanStatusCode.ERROR, message: ready.redact(`event loop ${report.ongoing ? 'blocked for' : 'was blocked for'} ${seconds} s${where}`) });
+  span.end(report.endedAt);
+  await ready.flush();
+  return span.spanContext();
+}
+
+async function makeTracer(): Promise<{ tracer: Tracer; flush: () => Promise<void>; redact: (text: string) => string } | undefined> {
+  const [{ SimpleSpanProcessor, TracerProvider }, { detectResources, envDetector, resourceFromAttributes }, exporting, { Redactor }, semconv] = await Promise.all([
+    import('@opentelemetry/sdk-trace'),
+    import('@opentelemetry/resources'),
+    import('../export/index.js'),
+    import('../diagnostics/index.js'),
+    import('../semconv/index.js'),
+  ]);
+  const logger = { warn: (_: object, msg: string) => { log(msg); }, info: () => undefined, debug: () => undefined };
+  const exporters = config.exportSpans ? await exporting.traceExportersFromEnv() : [];
+  if (exporters.length === 0) return undefined;
+  let resource = detectResources({ detectors: [envDetector] });
+  if (config.serviceName !== undefined) resource = resource.merge(resourceFromAttributes({ 'service.name': config.serviceName }));
+  const provider = new TracerProvider({
+    resource,
+    spanProcessors: exporters.map((exporter) => new SimpleSpanProcessor({ exporter: new exporting.RetryingExporter(new exporting.ExportWarningExporter(exporter, logger, exporting.otlpDestination()), logger) })),
+  });
+  const redactor = new Redactor(config.redact);
+  return { tracer: provider.getTracer(semconv.SCOPE_NAME), flush: () => provider.forceFlush(), redact: (text) => redactor.text(text) };
+}
+
+/** Written to stderr directly: console output of a worker goes through the main thread, which is blocked. */
+function log(message: string): void {
+  try {
+    writeSync(2, `${JSON.stringify({ level: 40, time: Date.now(), pid: process.pid, name: 'lifeline', msg: message })}\n`);
+  } catch {
+    // nowhere to say it
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
