@@ -95,7 +95,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   worker.unref();
   worker.on('message', (message: BlockMessage) => {
     const block = toBlock(message);
-    if (message.reported) logger.warn({ blockedMs: Math.round(block.blockedMs), startedAt: block.startedAt, top: block.top === undefined ? undefined : describeFrame(block.top) }, `lifeline: ${block.message}`);
+    logger.warn({ blockedMs: Math.round(block.blockedMs), startedAt: block.startedAt, top: block.top === undefined ? undefined : describeFrame(block.top), exported: message.reported }, `lifeline: ${block.message}`);
     onBlock?.(block);
   });
   worker.on('error', (err) => {

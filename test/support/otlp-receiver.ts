@@ -15,6 +15,7 @@ export interface ReceivedSpan {
   statusMessage: string;
   attributes: Record<string, string | number | boolean>;
   events: { name: string; attributes: Record<string, string | number | boolean> }[];
+  links: { traceId: string; spanId: string; attributes: Record<string, string | number | boolean> }[];
 }
 
 interface OtlpValue {
@@ -39,6 +40,7 @@ interface OtlpSpan {
   status?: { code?: number; message?: string };
   attributes?: OtlpAttribute[];
   events?: { name: string; attributes?: OtlpAttribute[] }[];
+  links?: { traceId: string; spanId: string; attributes?: OtlpAttribute[] }[];
 }
 interface OtlpRequest {
   resourceSpans?: { resource?: { attributes?: OtlpAttribute[] }; scopeSpans?: { spans?: OtlpSpan[] }[] }[];
@@ -106,6 +108,7 @@ function flatten(request: OtlpRequest): ReceivedSpan[] {
           statusMessage: span.status?.message ?? '',
           attributes: attributesOf(span.attributes),
           events: (span.events ?? []).map((event) => ({ name: event.name, attributes: attributesOf(event.attributes) })),
+          links: (span.links ?? []).map((link) => ({ traceId: link.traceId, spanId: link.spanId, attributes: attributesOf(link.attributes) })),
         });
       }
     }

@@ -10,7 +10,10 @@ export interface ChildService {
   /** What it printed after its first line. */
   stdout: () => string;
   stderr: () => string;
+  /** SIGTERM, and resolves once it exited. */
   stop: () => Promise<void>;
+  /** Sends `signal`, and resolves once it exited (the signal must end it). */
+  kill: (signal: NodeJS.Signals) => Promise<void>;
 }
 
 export async function startService(script: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Promise<ChildService> {
@@ -34,5 +37,6 @@ export async function startService(script: string, env: NodeJS.ProcessEnv, nodeA
     stdout: () => stdout,
     stderr: () => stderr,
     stop: () => stopChild(child),
+    kill: (signal) => stopChild(child, signal),
   };
 }

@@ -1,0 +1,140 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ROOT } from '../support/node.js';
+import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
+import { startService, type ChildService } from '../support/service.js';
+
+// Services under register mode that block their own event loop, exporting to a real OTLP receiver.
+const THRESHOLD_MS = 300;
+const BLOCK_MS = 1_500;
+const cleanup: (() => Promise<unknown> | undefined)[] = [];
+afterEach(async () => {
+  for (const fn of cleanup.splice(0).reverse()) await fn();
+});
+
+/** The 1-based line of `// blocks here` in the function `name` of `file`: where the top frame must point. */
+function blockingLine(file: string, name: string): number {
+  const lines = readFileSync(file, 'utf8').split('\n');
+  const start = lines.findIndex((line) => line.includes(`function ${name}(`));
+  return start + 1 + lines.slice(start).findIndex((line) => line.includes('// blocks here'));
+}
+
+async function blockingService(script: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Promise<{ app: ChildService; blocks: () => ReceivedSpan[]; waitFor: (n: number, what: (s: ReceivedSpan) => boolean) => Promise<ReceivedSpan[]> }> {
+  const receiver = await otlpReceiver(0);
+  const app = await startService(
+    script,
+    { OTEL_SERVICE_NAME: 'blocking', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, LIFELINE_PROBE_PORT: '0', LIFELINE_LOG_LEVEL: 'warn', LIFELINE_WATCHDOG_THRESHOLD_MS: String(THRESHOLD_MS), BLOCK_MS: String(BLOCK_MS), ...env },
+    [...nodeArgs, '--import', 'otel-lifeline/register'],
+  );
+  cleanup.push(() => receiver.close(), () => app.kill('SIGKILL'));
+  const blocks = () => receiver.spans.filter((s) => s.name === 'event loop blocked');
+  return {
+    app,
+    blocks,
+    waitFor: async (n, what) => (await receiver.waitFor(() => blocks().filter(what).length >= n, 15_000)).filter((s) => s.name === 'event loop blocked' && what(s)),
+  };
+}
+
+const ongoing = (s: ReceivedSpan) => s.attributes['lifeline.event_loop.ongoing'] === true;
+const whole = (s: ReceivedSpan) => s.attributes['lifeline.event_loop.ongoing'] === false;
+const MJS = join(ROOT, 'test/fixtures/blocking-app.mjs');
+
+const LOAD_MS = Number(process.env.WATCHDOG_LOAD_SECONDS ?? 20) * 1_000;
+
+describe('a healthy loop under load', { timeout: LOAD_MS + 30_000 }, () => {
+  it(`is never reported (${String(LOAD_MS / 1_000)} s of HTTP calls, JSON and garbage; threshold ${String(THRESHOLD_MS)} ms)`, async () => {
+    const { app, blocks } = await blockingService('test/fixtures/healthy-load.mjs', { LOAD_MS: String(LOAD_MS) });
+    const until = Date.now() + LOAD_MS + 20_000;
+    while (!app.stdout().includes('"requests"') && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 200));
+    const result = JSON.parse(app.stdout().split('\n').find((line) => line.includes('"requests"')) ?? '{}') as { requests: number; maxDelayMs: number };
+    console.log(`healthy load ${String(LOAD_MS / 1_000)} s: ${String(result.requests)} requests, worst event-loop delay ${String(result.maxDelayMs)} ms, ${String(blocks().length)} blocks reported`);
+    expect(result.requests).toBeGreaterThan(LOAD_MS / 10);
+    expect(blocks()).toEqual([]);
+    expect(app.stdout()).not.toContain('event loop blocked');
+  });
+});
+
+describe('a blocked event loop explains itself: the watchdog thread exports the blocked stack', () => {
+  it.each([
+    ['busy', 'a synchronous loop', 'crunchReport'],
+    ['regex', 'a catastrophic regular expression', 'matchHeader'],
+    ['atomics', 'Atomics.wait', 'waitForLock'],
+  ])('%s (%s): a span at once with the top frame, then one with the whole block, linked to the trace it blocked', async (block, _what, fn) => {
+    const { app, waitFor } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: block, REGEX_LENGTH: '25' });
+    const [detected] = await waitFor(1, ongoing);
+    const [ended] = await waitFor(1, whole);
+    for (const span of [detected, ended]) {
+      expect(span?.statusCode).toBe(2); // ERROR
+      expect(span?.attributes['code.function.name']).toBe(fn);
+      expect(span?.attributes['code.file.path']).toBe(MJS);
+      expect(span?.attributes['code.line.number']).toBe(blockingLine(MJS, fn));
+      expect(span?.attributes['lifeline.event_loop.native']).toBe(false);
+      expect(span?.statusMessage).toMatch(new RegExp(`blocked for \\d+\\.\\d s in ${fn} \\(${MJS.replace(/[.]/g, '\\.')}:\\d+\\)`));
+      expect(span?.events[0]?.attributes['code.stacktrace']).toContain(`at ${fn} (${MJS}:`);
+    }
+    expect(Number(detected?.attributes['lifeline.event_loop.blocked_ms'])).toBeGreaterThanOrEqual(THRESHOLD_MS);
+    // The app's own record of the block: its span's trace is the one the watchdog links to.
+    const appLine = JSON.parse(app.stdout().split('\n').find((line) => line.includes('"traceId"')) ?? '{}') as { blockedMs: number; traceId: string };
+    expect(Number(ended?.attributes['lifeline.event_loop.blocked_ms'])).toBeGreaterThanOrEqual(appLine.blockedMs - 50);
+    expect(detected?.links.map((l) => l.traceId)).toContain(appLine.traceId);
+    expect(ended?.links.map((l) => l.spanId)).toContain(detected?.spanId);
+    // And the main thread says it once the loop runs again.
+    const said = new RegExp(`"msg":"lifeline: event loop blocked for \\d+\\.\\d s in ${fn} `);
+    const until = Date.now() + 5_000;
+    while (!said.test(app.stdout()) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(app.stdout()).toMatch(said);
+  });
+
+  it('outside JavaScript (execSync): exported at once with the kernel wait, then the caller of the native call', async () => {
+    const { waitFor } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: 'exec' });
+    const [detected] = await waitFor(1, ongoing);
+    expect(detected?.attributes['lifeline.event_loop.native']).toBe(true);
+    expect(detected?.attributes['code.function.name']).toBeUndefined();
+    expect(detected?.statusMessage).toMatch(/blocked for \d+\.\d s outside JavaScript/);
+    const [ended] = await waitFor(1, whole);
+    expect(ended?.attributes['code.function.name']).toBe('runReportTool');
+    expect(ended?.attributes['code.line.number']).toBe(blockingLine(MJS, 'runReportTool'));
+  });
+
+  it('blocked until killed: the evidence is exported before the process dies', async () => {
+    const { app, waitFor, blocks } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: 'forever' });
+    const [detected] = await waitFor(1, ongoing);
+    // As the kubelet ends it after the grace period: a SIGTERM handler cannot run on a blocked loop.
+    await app.kill('SIGKILL');
+    expect(detected?.attributes['code.function.name']).toBe('spinForever');
+    expect(blocks().filter(whole)).toEqual([]);
+  });
+
+  it('CommonJS apps, and TypeScript compiled with source maps (frames point into the .ts file)', async () => {
+    const cjs = join(ROOT, 'test/fixtures/blocking-app.cjs');
+    const { waitFor } = await blockingService('test/fixtures/blocking-app.cjs', {});
+    const [fromCjs] = await waitFor(1, ongoing);
+    expect([fromCjs?.attributes['code.function.name'], fromCjs?.attributes['code.file.path'], fromCjs?.attributes['code.line.number']]).toEqual(['crunchReport', cjs, blockingLine(cjs, 'crunchReport')]);
+
+    const dir = mkdtempSync(join(tmpdir(), 'lifeline-ts-'));
+    cleanup.push(() => {
+      rmSync(dir, { recursive: true, force: true });
+      return undefined;
+    });
+    const ts = join(ROOT, 'test/fixtures/blocking-app.ts');
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '--ignoreConfig', '--sourceMap', '--target', 'es2022', '--module', 'nodenext', '--types', 'node', '--outDir', dir, ts], { cwd: ROOT });
+    const compiled = await blockingService(join(dir, 'blocking-app.js'), {}, ['--enable-source-maps']);
+    const [fromTs] = await compiled.waitFor(1, ongoing);
+    expect([fromTs?.attributes['code.function.name'], fromTs?.attributes['code.file.path'], fromTs?.attributes['code.line.number']]).toEqual(['crunchReport', ts, blockingLine(ts, 'crunchReport')]);
+  });
+
+  it('reports at most one block per minute; the next one is only logged by the main thread', async () => {
+    const { app, blocks, waitFor } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: 'busy', BLOCK_MS: '600', BLOCK_TIMES: '2', BLOCK_EVERY_MS: '1500' });
+    await waitFor(1, whole);
+    const until = Date.now() + 10_000;
+    while (app.stdout().split('\n').filter((line) => line.includes('"traceId"')).length < 2 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+    await new Promise((resolve) => setTimeout(resolve, 500)); // what a second report would need to arrive
+    expect(app.stdout().split('\n').filter((line) => line.includes('"traceId"'))).toHaveLength(2);
+    expect(blocks().filter(ongoing)).toHaveLength(1);
+    const said = app.stdout().split('\n').filter((line) => line.includes('lifeline: event loop blocked for'));
+    expect(said.map((line) => (JSON.parse(line) as { exported: boolean }).exported)).toEqual([true, false]);
+  });
+});
