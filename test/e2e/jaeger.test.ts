@@ -35,7 +35,7 @@ async function example(script: string, service: string, env: NodeJS.ProcessEnv =
     (n) => n > 0,
     20_000,
   );
-  return { url: '', first: {}, stdout: () => lines.join('\n'), stderr: () => '', stop, lines };
+  return { url: '', first: {}, stdout: () => lines.join('\n'), stderr: () => '', stop, kill: (signal) => stopChild(child, signal), lines };
 }
 
 beforeAll(async () => {
