@@ -24,12 +24,13 @@ export {
   Health,
   Tick,
   type ComponentProbe,
+  type EventLoopStatus,
   type HealthOptions,
   type HealthStatus,
   type ProbeKind,
   type RegisterOptions,
 } from './health/index.js';
-export { startProbeServer, type ProbeServer, type ProbeServerOptions } from './probe/index.js';
+export { startProbeServer, type HealthView, type ProbeServer, type ProbeServerOptions } from './probe/index.js';
 export { startWatchdog, type BlockedFrame, type EventLoopBlock, type Watchdog, type WatchdogOptions } from './watchdog/index.js';
 export { DEADLINE_HEADER, DeadlinePropagator, type DeadlinePropagatorOptions } from './propagation/index.js';
 export { installInboundTrust, type InstalledInboundTrust, type TrustInbound } from './inbound/index.js';

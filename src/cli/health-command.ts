@@ -29,6 +29,8 @@ interface ProbeBody {
   status: 'pass' | 'fail';
   healthy: string[];
   unhealthy: string[];
+  /** Present while the service's event loop is blocked (served by its watchdog thread). */
+  eventLoop?: { blockedMs: number; blockedIn?: string };
 }
 
 /** `lifeline health`: returns the exit code. */
@@ -107,6 +109,8 @@ function formatText(body: ProbeBody, stream: CommandIO['stdout']): string {
   if (body.healthy.length > 0) lines.push(paint('green', body.healthy.join(', ')));
   lines.push(`=== ${body.unhealthy.length} unhealthy components ===`);
   if (body.unhealthy.length > 0) lines.push(paint('red', body.unhealthy.join(', ')));
+  const loop = body.eventLoop;
+  if (loop !== undefined) lines.push(paint('red', `event loop blocked for ${(loop.blockedMs / 1_000).toFixed(1)} s${loop.blockedIn === undefined ? '' : ` in ${loop.blockedIn}`}`));
   return `${lines.join('\n')}\n`;
 }
 
@@ -132,9 +136,14 @@ function decodeBody(text: string): ProbeBody | undefined {
     return undefined;
   }
   if (typeof value !== 'object' || value === null) return undefined;
-  const { status, healthy, unhealthy } = value as Record<string, unknown>;
+  const { status, healthy, unhealthy, eventLoop } = value as Record<string, unknown>;
   if ((status !== 'pass' && status !== 'fail') || !isNames(healthy) || !isNames(unhealthy)) return undefined;
-  return { status, healthy: healthy.map(printable).sort(), unhealthy: unhealthy.map(printable).sort() };
+  const body: ProbeBody = { status, healthy: healthy.map(printable).sort(), unhealthy: unhealthy.map(printable).sort() };
+  if (typeof eventLoop === 'object' && eventLoop !== null) {
+    const { blockedMs, blockedIn } = eventLoop as Record<string, unknown>;
+    if (typeof blockedMs === 'number' && Number.isFinite(blockedMs)) body.eventLoop = { blockedMs, ...(typeof blockedIn === 'string' ? { blockedIn: printable(blockedIn.slice(0, 500)) } : {}) };
+  }
+  return body;
 }
 
 /** A name without control characters: a hostile server must not drive the user's terminal. */

@@ -6,7 +6,8 @@ export type LifelineErrorCode =
   | 'ERR_CLOSED'
   | 'ERR_TICK_ALREADY_RUN'
   | 'ERR_ALREADY_STARTED'
-  | 'ERR_UNSUPPORTED_NODE';
+  | 'ERR_UNSUPPORTED_NODE'
+  | 'ERR_WATCHDOG_UNAVAILABLE';
 
 /** The error lifeline throws for misuse of its API; `code` says which misuse. */
 export class LifelineError extends Error {

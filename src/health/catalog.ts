@@ -36,6 +36,20 @@ export interface HealthStatus {
   readonly ok: boolean;
   readonly healthy: readonly string[];
   readonly unhealthy: readonly string[];
+  /**
+   * Set by the watchdog thread while the event loop is blocked past its threshold (the catalog's
+   * own `healthcheck` is then unhealthy): for how long, and where, when the stack was captured.
+   */
+  readonly eventLoop?: EventLoopStatus;
+}
+
+/** A blocked event loop, as a probe answer shows it. */
+export interface EventLoopStatus {
+  readonly blockedMs: number;
+  /** `crunchReport (/app/report.js:8)`, when the stack was captured. */
+  readonly blockedIn?: string;
+  /** The innermost frames, as `fn (file:line:column)`. */
+  readonly frames?: readonly string[];
 }
 
 /** The catalog's own entry: it watches that ping rounds keep happening. */

@@ -1,1 +1,1 @@
-export { isLoopback, startProbeServer, type ProbeServer, type ProbeServerOptions } from './probe-server.js';
+export { EventLoopBlockedError, isLoopback, startProbeServer, type HealthView, type ProbeServer, type ProbeServerOptions } from './probe-server.js';

@@ -3,17 +3,23 @@ import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { invalidOption } from '../errors/index.js';
 import type { DiagnosticSnapshot, InFlightNode } from '../diagnostics/index.js';
-import type { Health, HealthStatus, ProbeKind } from '../health/index.js';
+import type { HealthStatus, ProbeKind } from '../health/index.js';
 import { defaultLogger, type Logger } from '../log/index.js';
 
 // Required, not imported: an ES import of node:http evaluates all its exports, which loads Node's
 // bundled undici and sets the process's global dispatcher. Importing lifeline must change no global.
 const { createServer } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
 
+/** What a probe server reads: a {@link Health} catalog, or (in the watchdog thread) its published verdicts. */
+export interface HealthView {
+  status(probe: ProbeKind): HealthStatus;
+  diagnose(): DiagnosticSnapshot | Promise<DiagnosticSnapshot>;
+}
+
 /** Options of {@link startProbeServer}. */
 export interface ProbeServerOptions {
   /** The catalog whose verdicts are served. */
-  health: Health;
+  health: HealthView;
   /** TCP port; 0 picks a free one. Default 5555. */
   port?: number;
   /** Interface to bind. Default `0.0.0.0` inside Kubernetes (`KUBERNETES_SERVICE_HOST` set), else `127.0.0.1`. */
@@ -139,7 +145,7 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
 }
 
 function answer(
-  health: Health,
+  health: HealthView,
   req: IncomingMessage,
   res: ServerResponse,
   logFailure: (probe: ProbeKind, unhealthy: readonly string[]) => void,
@@ -163,7 +169,7 @@ function answer(
   // The catalog hands out the same frozen status until a verdict changes: serialize it once.
   let body = bodies.get(status);
   if (body === undefined) {
-    body = Buffer.from(JSON.stringify({ status: status.ok ? 'pass' : 'fail', healthy: status.healthy, unhealthy: status.unhealthy }));
+    body = Buffer.from(JSON.stringify({ status: status.ok ? 'pass' : 'fail', healthy: status.healthy, unhealthy: status.unhealthy, ...(status.eventLoop === undefined ? {} : { eventLoop: status.eventLoop }) }));
     bodies.set(status, body);
   }
   send(req, res, status.ok ? 200 : 503, body);
@@ -178,24 +184,42 @@ const bodies = new WeakMap<HealthStatus, Buffer>();
  * from a browser on this machine, but its requests carry its own name in `Host`.
  * A body (which reads `process.report`) is reused for a second, so polling cannot stall the loop.
  */
-function answerDiagnostics(health: Health, req: IncomingMessage, res: ServerResponse): void {
+function answerDiagnostics(health: HealthView, req: IncomingMessage, res: ServerResponse): void {
   if (!readOnly(req, res)) return;
   if (!isLoopbackHost(req.headers.host)) {
     send(req, res, 403, { error: 'forbidden host' });
     return;
   }
   const now = Date.now();
-  try {
-    const cached = snapshots.get(health);
-    const body = cached !== undefined && now - cached.at < 1_000 ? cached.body : diagnosticsBody(health.diagnose());
-    snapshots.set(health, { at: cached !== undefined && cached.body === body ? cached.at : now, body });
-    send(req, res, 200, body);
-  } catch {
-    send(req, res, 500, { error: 'diagnostics failed' });
+  const cached = snapshots.get(health);
+  if (cached !== undefined && now - cached.at < 1_000) {
+    send(req, res, 200, cached.body);
+    return;
+  }
+  // From the watchdog thread the snapshot comes from the main thread, which may be blocked.
+  Promise.resolve()
+    .then(() => health.diagnose())
+    .then(
+      (snapshot) => {
+        const body = diagnosticsBody(snapshot);
+        snapshots.set(health, { at: now, body });
+        send(req, res, 200, body);
+      },
+      (err: unknown) => {
+        send(req, res, err instanceof EventLoopBlockedError ? 503 : 500, { error: err instanceof EventLoopBlockedError ? err.message : 'diagnostics failed' });
+      },
+    );
+}
+
+/** Thrown by a {@link HealthView} whose main thread does not answer: its event loop is blocked. */
+export class EventLoopBlockedError extends Error {
+  constructor(blockedMs: number) {
+    super(`event loop blocked for ${(blockedMs / 1_000).toFixed(1)} s: no diagnostics until it runs again`);
+    this.name = 'EventLoopBlockedError';
   }
 }
 
-const snapshots = new WeakMap<Health, { at: number; body: Buffer }>();
+const snapshots = new WeakMap<HealthView, { at: number; body: Buffer }>();
 
 /** Largest `/debug/diagnostics` body: what a person or a script reads at once, and serializes in a few ms. */
 export const MAX_DIAGNOSTICS_BYTES = 256 * 1024;

@@ -200,20 +200,32 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
           dispatcher = installDeadlineDispatcher(deadlines);
           httpDeadlines = installHttpDeadlines(deadlinePolicy);
         }
-        probe = options.probe === false ? undefined : await probeServer(options.probe ?? {}, health, options.logger);
-        probePort = probe?.port;
-        health.useDiagnostics(diagnostics);
         if (options.watchdog !== false) {
           const redact = options.diagnostics?.redact;
-          watchdog = startWatchdog({
-            thresholdMs: Math.min(health.interval, 5_000),
-            ...(redact === undefined ? {} : { redact }),
-            ...(options.logger === undefined ? {} : { logger: options.logger }),
-            ...options.watchdog,
-          });
+          try {
+            watchdog = startWatchdog({
+              thresholdMs: Math.min(health.interval, 5_000),
+              ...(redact === undefined ? {} : { redact }),
+              ...(options.logger === undefined ? {} : { logger: options.logger }),
+              ...options.watchdog,
+            });
+          } catch (err) {
+            if ((err as LifelineError).code !== 'ERR_WATCHDOG_UNAVAILABLE') throw err;
+            (options.logger ?? defaultLogger()).warn({ err: (err as Error).message }, 'lifeline: no watchdog thread; probes are served on the main thread');
+          }
         }
+        // With a watchdog the probes are served from its thread: they answer while this loop is blocked.
+        const guard = watchdog;
+        const serve =
+          guard === undefined
+            ? (rest: ProbeOptions) => startProbeServer({ ...rest, ...(options.logger ? { logger: options.logger } : {}), health })
+            : ({ logger: _logger, ...rest }: ProbeOptions) => guard.serveProbes(health, rest); // its log lines come back through the watchdog's logger
+        probe = options.probe === false ? undefined : await probeServer(options.probe ?? {}, serve, options.logger);
+        probePort = probe?.port;
+        health.useDiagnostics(diagnostics);
       } catch (err) {
         await probe?.close();
+        await watchdog?.close();
         servers.uninstall();
         inboundTrust.uninstall();
         dispatcher?.uninstall();
@@ -242,8 +254,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
               httpDeadlines?.uninstall();
               // NodeSDK's shutdown leaves instrumentations enabled: lifeline disables its own.
               grpcDeadlines?.disable();
-              await watchdog?.close().catch(() => undefined);
               await probe?.close().catch(() => undefined);
+              await watchdog?.close().catch(() => undefined);
               health.close();
               // The process-wide catalog is closed for good: only a start with a catalog of its own may follow.
               running = options.health === undefined;
@@ -253,6 +265,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       const timeoutMs = options.shutdownTimeoutMs ?? 5_000;
       function onSigterm(): void {
         health.drain();
+        watchdog?.publish(); // readiness fails now, not at the next heartbeat
         // Whether the app will handle shutdown itself is known only now: it may register later than us.
         const appHandles = process.listenerCount('SIGTERM') > 1;
         // Ending the process is the signal's default action, so the process must still be here to
@@ -343,11 +356,13 @@ function syncBuiltinViews(): void {
   syncBuiltinESMExports();
 }
 
-async function probeServer(options: NonNullable<Exclude<LifelinePartsOptions['probe'], false>>, health: Health, logger: Logger | undefined): Promise<ProbeServer | undefined> {
+type ProbeOptions = Omit<ProbeServerOptions, 'health'>;
+
+async function probeServer(options: NonNullable<Exclude<LifelinePartsOptions['probe'], false>>, serve: (options: ProbeOptions) => Promise<ProbeServer>, logger: Logger | undefined): Promise<ProbeServer | undefined> {
   const { whenPortBusy = 'fail', ...rest } = options;
   oneOf('probe.whenPortBusy', whenPortBusy, ['fail', 'warn'] as const);
   try {
-    return await startProbeServer({ ...rest, ...(logger ? { logger } : {}), health });
+    return await serve(rest);
   } catch (err) {
     if (whenPortBusy === 'fail' || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
     (logger ?? defaultLogger()).warn({ port: rest.port ?? 5555 }, 'lifeline: the probe port is in use (another process of this service or its tooling?); running without a probe server');

@@ -1,2 +1,3 @@
 export { startWatchdog, type EventLoopBlock, type Watchdog, type WatchdogOptions } from './watchdog.js';
 export type { BlockedFrame } from './frames.js';
+export type { ServedProbeOptions } from './messages.js';

@@ -1,4 +1,6 @@
-import type { RedactionOptions } from '../diagnostics/index.js';
+import type { DiagnosticSnapshot, RedactionOptions } from '../diagnostics/index.js';
+import type { HealthStatus, ProbeKind } from '../health/index.js';
+import type { ProbeServerOptions } from '../probe/index.js';
 import type { BlockedFrame } from './frames.js';
 
 /** What the watchdog thread is started with. */
@@ -13,7 +15,28 @@ export interface WatchdogWorkerData {
   readonly exportSpans: boolean;
   readonly serviceName: string | undefined;
   readonly redact: RedactionOptions | undefined;
+  /** The catalog's own component, failed in probe answers while the loop is blocked. */
+  readonly selfComponent: string;
 }
+
+/** Probe server options that cross threads: everything but the catalog and the logger. */
+export type ServedProbeOptions = Omit<ProbeServerOptions, 'health' | 'logger'>;
+
+/** What the main thread sends the watchdog thread. */
+export type ToWatchdog =
+  | { readonly type: 'status'; readonly probe: ProbeKind; readonly status: HealthStatus }
+  | { readonly type: 'serve'; readonly options: ServedProbeOptions }
+  | { readonly type: 'close-probes' }
+  | { readonly type: 'diagnosis'; readonly id: number; readonly snapshot?: DiagnosticSnapshot; readonly error?: string };
+
+/** What the watchdog thread sends the main thread. */
+export type FromWatchdog =
+  | BlockMessage
+  | { readonly type: 'serving'; readonly port: number; readonly url: string }
+  | { readonly type: 'serve-failed'; readonly name: string; readonly code: string | undefined; readonly message: string }
+  | { readonly type: 'probes-closed' }
+  | { readonly type: 'diagnose'; readonly id: number }
+  | { readonly type: 'log'; readonly level: 'warn' | 'info' | 'debug'; readonly fields: object; readonly msg: string };
 
 /** Sent to the main thread when a block ends. */
 export interface BlockMessage {

@@ -13,8 +13,11 @@ import { readFileSync, writeSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Link, Tracer } from '@opentelemetry/api';
+import type { DiagnosticSnapshot } from '../diagnostics/index.js';
+import type { HealthStatus, ProbeKind } from '../health/index.js';
+import type { HealthView, ProbeServer } from '../probe/index.js';
 import { describeFrame, framesOf, SourceMapper, stackText, topUserFrame, type BlockedFrame, type InspectorCallFrame } from './frames.js';
-import type { BlockMessage, WatchdogWorkerData } from './messages.js';
+import type { FromWatchdog, ServedProbeOptions, ToWatchdog, WatchdogWorkerData } from './messages.js';
 
 const config = workerData as WatchdogWorkerData;
 const beats = new Int32Array(config.heartbeat);
@@ -33,6 +36,8 @@ interface Block {
   readonly startedAt: number;
   /** Whether this block is reported (rate limit), and what was exported when it was detected. */
   readonly report: Promise<Reported> | undefined;
+  /** The frames, once captured: what probe answers show. */
+  frames?: readonly BlockedFrame[] | undefined;
 }
 
 interface Reported {
@@ -78,7 +83,9 @@ function check(): void {
     if (reported) lastReport = now;
     const startedAt = Date.now() - (now - lastBeat);
     const since = lastBeat;
-    block = { since, startedAt, report: reported ? detected(startedAt, now - since) : undefined };
+    const current: Block = { since, startedAt, report: reported ? detected(startedAt, now - since) : undefined };
+    void current.report?.then((r) => (current.frames = r.first?.frames));
+    block = current;
   }
 }
 
@@ -115,8 +122,100 @@ function ended(current: Block, now: number): void {
   });
 }
 
-function tell(message: BlockMessage): void {
+function tell(message: FromWatchdog): void {
   parentPort?.postMessage(message);
+}
+
+// The probe server, when the main thread hands it over: it answers from the verdicts the main
+// thread publishes, so probes are answered while the main thread's loop is blocked — with 503 and
+// where it is blocked once that lasts past the threshold.
+const statuses = new Map<ProbeKind, HealthStatus>();
+const diagnoses = new Map<number, { resolve: (snapshot: DiagnosticSnapshot) => void; reject: (err: Error) => void }>();
+let nextDiagnosis = 0;
+let probes: ProbeServer | undefined;
+
+parentPort?.on('message', (message: ToWatchdog) => {
+  switch (message.type) {
+    case 'status':
+      statuses.set(message.probe, message.status);
+      break;
+    case 'serve':
+      void serve(message.options);
+      break;
+    case 'close-probes':
+      void (probes?.close() ?? Promise.resolve()).then(() => {
+        tell({ type: 'probes-closed' });
+      });
+      break;
+    case 'diagnosis': {
+      const pending = diagnoses.get(message.id);
+      diagnoses.delete(message.id);
+      if (message.snapshot !== undefined) pending?.resolve(message.snapshot);
+      else pending?.reject(new Error(message.error ?? 'diagnostics failed'));
+      break;
+    }
+  }
+});
+
+async function serve(options: ServedProbeOptions): Promise<void> {
+  try {
+    const { startProbeServer } = await import('../probe/index.js');
+    const relay = (level: 'warn' | 'info' | 'debug') => (fields: object, msg: string) => {
+      tell({ type: 'log', level, fields, msg });
+    };
+    probes = await startProbeServer({ ...options, health: mirroredHealth, logger: { warn: relay('warn'), info: relay('info'), debug: relay('debug') } });
+    tell({ type: 'serving', port: probes.port, url: probes.url });
+  } catch (err) {
+    const error = err as NodeJS.ErrnoException;
+    tell({ type: 'serve-failed', name: error.name, code: error.code, message: error.message });
+  }
+}
+
+/** The main thread's published verdicts; while its loop is blocked past the threshold, failing live and ready. */
+const mirroredHealth: HealthView = {
+  status(probe) {
+    const published = statuses.get(probe) ?? { ok: true, healthy: [], unhealthy: [] };
+    const current = block;
+    if (current === undefined || probe === 'startup') return published;
+    return blockedStatus(published, performance.now() - current.since, current.frames);
+  },
+  async diagnose() {
+    const { EventLoopBlockedError } = await import('../probe/index.js');
+    if (block !== undefined) throw new EventLoopBlockedError(performance.now() - block.since);
+    const id = nextDiagnosis++;
+    return new Promise<DiagnosticSnapshot>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        diagnoses.delete(id);
+        reject(new EventLoopBlockedError(config.captureTimeoutMs));
+      }, config.captureTimeoutMs);
+      diagnoses.set(id, {
+        resolve: (snapshot) => {
+          clearTimeout(timer);
+          resolve(snapshot);
+        },
+        reject: (err) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      });
+      tell({ type: 'diagnose', id });
+    });
+  },
+};
+
+/** The catalog's own `healthcheck` (which watches that rounds run) failing, with where the loop is stuck. */
+function blockedStatus(published: HealthStatus, blockedMs: number, frames: readonly BlockedFrame[] | undefined): HealthStatus {
+  const top = frames === undefined ? undefined : topUserFrame(frames);
+  return {
+    ok: false,
+    healthy: published.healthy.filter((name) => name !== config.selfComponent),
+    unhealthy: [...new Set([...published.unhealthy, config.selfComponent])].sort(),
+    eventLoop: {
+      blockedMs: Math.round(blockedMs),
+      ...(top === undefined ? {} : { blockedIn: describeFrame(top) }),
+      ...(frames === undefined ? {} : { frames: stackText(frames.slice(0, 5)).split('\n').map((line) => line.trim().slice(3)) }),
+    },
+  };
 }
 
 /**

@@ -1,10 +1,14 @@
 import { trace } from '@opentelemetry/api';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { RedactionOptions } from '../diagnostics/index.js';
-import { invalidOption } from '../errors/index.js';
+import { invalidOption, LifelineError } from '../errors/index.js';
+import { SELF_COMPONENT, type Health, type HealthStatus, type ProbeKind } from '../health/index.js';
 import { loggerOrDefault, type Logger } from '../log/index.js';
+import type { ProbeServer } from '../probe/index.js';
 import { describeFrame, topUserFrame, type BlockedFrame } from './frames.js';
-import type { BlockMessage, WatchdogWorkerData } from './messages.js';
+import type { BlockMessage, FromWatchdog, ServedProbeOptions, ToWatchdog, WatchdogWorkerData } from './messages.js';
 
 /** Options of {@link startWatchdog}. */
 export interface WatchdogOptions {
@@ -43,9 +47,21 @@ export interface EventLoopBlock {
 /** A running watchdog. */
 export interface Watchdog {
   readonly thresholdMs: number;
-  /** Stops the heartbeat and the watchdog thread. Idempotent. */
+  /**
+   * Serves `health`'s probes from the watchdog thread (options as {@link startProbeServer}'s), so
+   * they are answered while this thread's event loop is blocked: `/live` and `/ready` then answer
+   * 503 with the catalog's `healthcheck` unhealthy and an `eventLoop` field (`blockedMs`,
+   * `blockedIn`, `frames`). The verdicts are published to that thread on every heartbeat; call
+   * {@link Watchdog.publish} after a change that must show at once. Rejects as `startProbeServer` does.
+   */
+  serveProbes(health: Health, options?: ServedProbeOptions): Promise<ProbeServer>;
+  /** Publishes the catalog's verdicts to the probe server now (they also go on every heartbeat). */
+  publish(): void;
+  /** Stops the heartbeat, the probe server and the watchdog thread. Idempotent. */
   close(): Promise<void>;
 }
+
+const PROBES: readonly ProbeKind[] = ['live', 'ready', 'startup'];
 
 const HOOK = Symbol.for('otel-lifeline.watchdog');
 
@@ -76,7 +92,12 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   const periodMs = Math.max(5, Math.min(250, thresholdMs / 4));
   const heartbeat = new SharedArrayBuffer(4);
   const beats = new Int32Array(heartbeat);
-  const beat = setInterval(() => Atomics.add(beats, 0, 1), periodMs).unref();
+  let served: Health | undefined;
+  const published = new Map<ProbeKind, HealthStatus>();
+  const beat = setInterval(() => {
+    Atomics.add(beats, 0, 1);
+    publish();
+  }, periodMs).unref();
 
   (globalThis as Record<symbol, unknown>)[HOOK] = { activeSpan: activeSpanId };
   const data: WatchdogWorkerData = {
@@ -89,22 +110,121 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     exportSpans,
     serviceName,
     redact,
+    selfComponent: SELF_COMPONENT,
   };
-  // No --import or loader hooks of the app's in this thread: it only watches and exports.
-  const worker = new Worker(new URL('./watchdog-worker.js', import.meta.url), { workerData: data, execArgv: [], resourceLimits: { maxOldGenerationSizeMb: 64 } });
-  worker.unref();
-  worker.on('message', (message: BlockMessage) => {
-    const block = toBlock(message);
-    logger.warn({ blockedMs: Math.round(block.blockedMs), startedAt: block.startedAt, top: block.top === undefined ? undefined : describeFrame(block.top), exported: message.reported }, `lifeline: ${block.message}`);
-    onBlock?.(block);
+  // No --import or loader hooks of the app's in this thread: it only watches, serves probes and exports.
+  const script = new URL('./watchdog-worker.js', import.meta.url);
+  // A bundle that left the thread's file behind, or lifeline's sources run as they are.
+  if (!existsSync(fileURLToPath(script))) {
+    clearInterval(beat);
+    throw new LifelineError('ERR_WATCHDOG_UNAVAILABLE', `the watchdog thread's script is missing (${fileURLToPath(script)}): keep otel-lifeline out of bundles`);
+  }
+  const worker = new Worker(script, { workerData: data, execArgv: [], resourceLimits: { maxOldGenerationSizeMb: 64 } });
+  const send = (message: ToWatchdog): void => {
+    worker.postMessage(message);
+  };
+  const replies = new Set<(message: FromWatchdog) => boolean>();
+  let gone = false;
+  worker.on('message', (message: FromWatchdog) => {
+    switch (message.type) {
+      case 'block': {
+        const block = toBlock(message);
+        logger.warn({ blockedMs: Math.round(block.blockedMs), startedAt: block.startedAt, top: block.top === undefined ? undefined : describeFrame(block.top), exported: message.reported }, `lifeline: ${block.message}`);
+        onBlock?.(block);
+        return;
+      }
+      case 'log':
+        logger[message.level](message.fields, message.msg);
+        return;
+      case 'diagnose':
+        diagnose(message.id);
+        return;
+      default:
+        for (const reply of replies) if (reply(message)) replies.delete(reply);
+    }
   });
   worker.on('error', (err) => {
     logger.warn({ err: String(err) }, 'lifeline: the watchdog thread failed; blocked event loops are not reported');
   });
+  // A thread that is gone answers nothing: whoever waits for it is told at once.
+  worker.on('exit', () => {
+    gone = true;
+    for (const reply of replies) reply({ type: 'serve-failed', name: 'Error', code: undefined, message: 'the watchdog thread exited' });
+    for (const reply of replies) reply({ type: 'probes-closed' });
+    replies.clear();
+  });
+  // After the listeners: adding a 'message' listener refs the worker's port again.
+  worker.unref();
+
+  function publish(): void {
+    if (served === undefined) return;
+    for (const probe of PROBES) {
+      const status = served.status(probe);
+      // The catalog hands out the same frozen status until a verdict changes.
+      if (published.get(probe) === status) continue;
+      published.set(probe, status);
+      send({ type: 'status', probe, status: { ok: status.ok, healthy: [...status.healthy], unhealthy: [...status.unhealthy] } });
+    }
+  }
+
+  function diagnose(id: number): void {
+    try {
+      const snapshot = served?.diagnose();
+      send(snapshot === undefined ? { type: 'diagnosis', id, error: 'no catalog' } : { type: 'diagnosis', id, snapshot: JSON.parse(JSON.stringify(snapshot)) as typeof snapshot });
+    } catch (err) {
+      send({ type: 'diagnosis', id, error: err instanceof Error ? err.message : 'diagnostics failed' });
+    }
+  }
+
+  /** The next reply `accept` takes. The thread keeps the process alive meanwhile: an awaited start must not end it. */
+  function awaitReply<T>(accept: (message: FromWatchdog) => T | undefined): Promise<T> {
+    if (gone) {
+      const value = accept({ type: 'serve-failed', name: 'Error', code: undefined, message: 'the watchdog thread exited' }) ?? accept({ type: 'probes-closed' });
+      if (value !== undefined) return Promise.resolve(value);
+    }
+    worker.ref();
+    return new Promise<T>((resolve) => {
+      replies.add((message) => {
+        const value = accept(message);
+        if (value === undefined) return false;
+        if (replies.size === 1) worker.unref();
+        resolve(value);
+        return true;
+      });
+    });
+  }
 
   let closing: Promise<void> | undefined;
   return {
     thresholdMs,
+    async serveProbes(health, options = {}) {
+      if (served !== undefined) throw new LifelineError('ERR_ALREADY_STARTED', 'this watchdog already serves probes');
+      served = health;
+      publish();
+      const answer = awaitReply((message) => (message.type === 'serving' || message.type === 'serve-failed' ? message : undefined));
+      send({ type: 'serve', options });
+      const reply = await answer;
+      if (reply.type === 'serve-failed') {
+        served = undefined;
+        published.clear();
+        throw reply.name === 'LifelineError' && reply.code !== undefined ? new LifelineError(reply.code as LifelineError['code'], reply.message) : Object.assign(new Error(reply.message), { code: reply.code });
+      }
+      let stopping: Promise<void> | undefined;
+      return {
+        port: reply.port,
+        url: reply.url,
+        close() {
+          stopping ??= (async () => {
+            const closed = awaitReply((message) => (message.type === 'probes-closed' ? true : undefined));
+            send({ type: 'close-probes' });
+            await closed;
+            served = undefined;
+          })();
+          return stopping;
+        },
+      };
+    },
+    publish,
     close() {
       closing ??= (async () => {
         clearInterval(beat);

@@ -9,7 +9,7 @@ import { eventually, findTraces } from '../support/jaeger.js';
 // own: spans from a plain OpenTelemetry SDK, no lifeline redaction, read back from Jaeger.
 let stack: LocalStack;
 beforeAll(async () => {
-  stack = await startLocalStack({ base: 32_000 + (process.pid % 400) * 10 });
+  stack = await startLocalStack({ base: 23_000 + (process.pid % 300) * 10 });
 });
 afterAll(async () => {
   await stack.stop();

@@ -39,7 +39,8 @@ async function example(script: string, service: string, env: NodeJS.ProcessEnv =
 }
 
 beforeAll(async () => {
-  stack = await startLocalStack({ base: 30_000 + (process.pid % 500) * 10 });
+  // Ports below the ephemeral range (32768+), where an outgoing connection may hold one; disjoint per file.
+  stack = await startLocalStack({ base: 20_000 + (process.pid % 300) * 10 });
   upstream = await serve(answersOk);
 });
 afterAll(async () => {

@@ -25,7 +25,7 @@ let stopService: () => void;
 
 beforeAll(async () => {
   host = createTestHost();
-  stack = await startLocalStack({ base: 31_000 + (process.pid % 400) * 10, collectorHost: host.localIp });
+  stack = await startLocalStack({ base: 26_000 + (process.pid % 300) * 10, collectorHost: host.localIp });
   const child = host.spawn(process.execPath, ['--import', 'otel-lifeline/register', `${ROOT}/test/fixtures/collector-service.mjs`], {
     OTEL_SERVICE_NAME: 'collector-faults',
     OTEL_EXPORTER_OTLP_ENDPOINT: stack.otlpHttpEndpoint,

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ROOT } from '../support/node.js';
+import { freePort, ROOT, runNode } from '../support/node.js';
 import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { startService, type ChildService } from '../support/service.js';
 
@@ -136,5 +136,34 @@ describe('a blocked event loop explains itself: the watchdog thread exports the 
     expect(blocks().filter(ongoing)).toHaveLength(1);
     const said = app.stdout().split('\n').filter((line) => line.includes('lifeline: event loop blocked for'));
     expect(said.map((line) => (JSON.parse(line) as { exported: boolean }).exported)).toEqual([true, false]);
+  });
+});
+
+describe('probes that still answer: the watchdog thread serves them', () => {
+  it('while the loop is blocked, /live and /ready answer 503 with where; /startup 200; the CLI says it; 200 again after', async () => {
+    const port = await freePort();
+    const { app } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: 'busy', BLOCK_MS: '3000', BLOCK_AFTER_MS: '300', LIFELINE_PROBE_PORT: String(port), LIFELINE_HEALTH_INTERVAL_MS: '1000' });
+    const get = async (probe: string) => {
+      const res = await fetch(`http://127.0.0.1:${String(port)}/${probe}`, { signal: AbortSignal.timeout(1_000) });
+      return { status: res.status, body: (await res.json()) as { unhealthy: string[]; eventLoop?: { blockedMs: number; blockedIn?: string; frames?: string[] } } };
+    };
+    let live = await get('live');
+    const until = Date.now() + 10_000;
+    // 503 from the threshold on; the frames follow once the inspector has paused the loop (ms later).
+    while (live.body.eventLoop?.blockedIn === undefined && Date.now() < until) live = await get('live');
+    expect(live.status).toBe(503);
+    expect(live.body.unhealthy).toContain('healthcheck');
+    expect(live.body.eventLoop?.blockedMs).toBeGreaterThanOrEqual(THRESHOLD_MS);
+    expect(live.body.eventLoop?.blockedIn).toBe(`crunchReport (${MJS}:${String(blockingLine(MJS, 'crunchReport'))})`);
+    expect(live.body.eventLoop?.frames?.[0]).toMatch(new RegExp(`^crunchReport \\(${MJS.replace(/[.]/g, '\\.')}:\\d+:\\d+\\)$`));
+    expect((await get('ready')).status).toBe(503);
+    expect((await get('startup')).status).toBe(200);
+    const cli = await runNode(['dist/cli/main.js', 'health', '--url', `http://127.0.0.1:${String(port)}`, '--probe', 'live'], { env: { ...process.env, NO_COLOR: '1' } });
+    expect(cli.code).toBe(1);
+    expect(cli.stdout).toMatch(new RegExp(`event loop blocked for \\d+\\.\\d s in crunchReport \\(${MJS.replace(/[.]/g, '\\.')}:\\d+\\)`));
+    while (!app.stdout().includes('"traceId"') && Date.now() < until + 5_000) await new Promise((resolve) => setTimeout(resolve, 50));
+    const after = Date.now() + 2_000;
+    while (live.status !== 200 && Date.now() < after) live = await get('live');
+    expect(live).toEqual({ status: 200, body: { status: 'pass', healthy: ['healthcheck'], unhealthy: [] } });
   });
 });
