@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, type as osType, release } from 'node:os';
 
-const BENCHES = ['startup', 'catalog', 'diagnostics', 'redaction', 'deadline', 'http-clients', 'probe-servers', 'probe-flood', 'debug-diagnostics'];
+const BENCHES = ['startup', 'catalog', 'diagnostics', 'redaction', 'deadline', 'http-clients', 'probe-servers', 'probe-flood', 'debug-diagnostics', 'watchdog'];
 const dir = new URL('./results/', import.meta.url).pathname;
 mkdirSync(dir, { recursive: true });
 const jsonLines = `${dir}latest.jsonl`;

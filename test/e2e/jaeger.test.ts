@@ -144,4 +144,22 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
     );
     expect(response.data?.[0]?.spans.some((s) => s.operationName === 'tick poller')).toBe(true);
   });
+
+  it('a blocked event loop: the watchdog span is found in Jaeger by the blocking function, with the stack, linked to the trace it blocked', async () => {
+    const service = await example('test/fixtures/blocking-app.mjs', 'e2e-blocked', { BLOCK: 'busy', BLOCK_MS: '1500', LIFELINE_WATCHDOG_THRESHOLD_MS: '300' });
+    const traces = await eventually(
+      () => findTraces(stack.queryUrl, 'e2e-blocked', { 'code.function.name': 'crunchReport', 'lifeline.event_loop.ongoing': 'true' }, 'event loop blocked'),
+      (t) => t.length > 0,
+    );
+    const span = spansOf(traces).find((s) => s.operationName === 'event loop blocked') as JaegerSpan;
+    expect(tag(span, 'otel.status_code')).toBe('ERROR');
+    expect(tag(span, 'code.file.path')).toBe(`${ROOT}/test/fixtures/blocking-app.mjs`);
+    expect(Number(tag(span, 'lifeline.event_loop.blocked_ms'))).toBeGreaterThanOrEqual(300);
+    expect(JSON.stringify(span.logs)).toContain('at crunchReport (');
+    const appTrace = await eventually(
+      () => Promise.resolve((JSON.parse(service.lines.find((l) => l.includes('"traceId"')) ?? '{}') as { traceId?: string }).traceId),
+      (id) => id !== undefined,
+    );
+    expect(span.references.map((r) => r.traceID)).toContain(appTrace);
+  });
 });

@@ -1,0 +1,24 @@
+// The service of bench/watchdog, run under `--import otel-lifeline/register` (LIFELINE_WATCHDOG on
+// or off): a liveness component ticking every 100 ms, and 8 keep-alive fetch loops to UPSTREAM for
+// DURATION_MS. Prints {"requests":N,"rssMb":M,"ticks":T} (RSS measured before the load).
+import { health } from 'otel-lifeline';
+
+const poller = health.registerLiveness('poller');
+let ticks = 0;
+void (async () => {
+  for await (const tick of poller) await tick.run(() => void ticks++);
+})();
+await new Promise((resolve) => setTimeout(resolve, 500)); // started, threads up
+const rssMb = process.memoryUsage().rss / 2 ** 20;
+const until = performance.now() + Number(process.env.DURATION_MS ?? 5_000);
+let requests = 0;
+await Promise.all(
+  Array.from({ length: 8 }, async () => {
+    while (performance.now() < until) {
+      await (await fetch(process.env.UPSTREAM)).text();
+      requests++;
+    }
+  }),
+);
+console.log(JSON.stringify({ requests, rssMb, ticks }));
+process.exit(0);
