@@ -227,7 +227,13 @@ function blockedStatus(published: HealthStatus, blockedMs: number, frames: reado
  */
 function capture(): { first: Promise<Capture | undefined>; landed: Promise<Capture | undefined> } {
   const session = new Session();
-  session.connectToMainThread();
+  try {
+    session.connectToMainThread();
+  } catch (err) {
+    // No inspector in this build of Node, or it refused: the block is still reported, without frames.
+    log(`lifeline: the event loop is blocked and its stack cannot be read: ${String(err)}`);
+    return { first: Promise.resolve(undefined), landed: Promise.resolve(undefined) };
+  }
   const scripts = new Map<string, string>();
   session.on('Debugger.scriptParsed', (message) => {
     if (message.params.url !== '') scripts.set(message.params.scriptId, message.params.url);
