@@ -119,7 +119,9 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     clearInterval(beat);
     throw new LifelineError('ERR_WATCHDOG_UNAVAILABLE', `the watchdog thread's script is missing (${fileURLToPath(script)}): keep otel-lifeline out of bundles`);
   }
-  const worker = new Worker(script, { workerData: data, execArgv: [], resourceLimits: { maxOldGenerationSizeMb: 64 } });
+  // Nor the preloads of NODE_OPTIONS (APM agents, test-runner hooks), which a worker reads from its env.
+  const { NODE_OPTIONS: _preloads, ...env } = process.env;
+  const worker = new Worker(script, { workerData: data, execArgv: [], env, resourceLimits: { maxOldGenerationSizeMb: 64 } });
   const send = (message: ToWatchdog): void => {
     worker.postMessage(message);
   };
