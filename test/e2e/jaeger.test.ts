@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalStack, type LocalStack } from '../../otel-collector/local-stack.mjs';
@@ -153,7 +154,7 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
     );
     const span = spansOf(traces).find((s) => s.operationName === 'event loop blocked') as JaegerSpan;
     expect(tag(span, 'otel.status_code')).toBe('ERROR');
-    expect(tag(span, 'code.file.path')).toBe(`${ROOT}/test/fixtures/blocking-app.mjs`);
+    expect(tag(span, 'code.file.path')).toBe(join(ROOT, 'test/fixtures/blocking-app.mjs'));
     expect(Number(tag(span, 'lifeline.event_loop.blocked_ms'))).toBeGreaterThanOrEqual(300);
     expect(JSON.stringify(span.logs)).toContain('at crunchReport (');
     const appTrace = await eventually(
