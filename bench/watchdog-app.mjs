@@ -1,5 +1,5 @@
 // The service of bench/watchdog, run under `--import otel-lifeline/register` (LIFELINE_WATCHDOG on
-// or off): a liveness component ticking every 100 ms, and 8 keep-alive fetch loops to UPSTREAM for
+// or off): a liveness component ticking (the default interval), and 8 keep-alive fetch loops to UPSTREAM for
 // DURATION_MS. Prints {"requests":N,"rssMb":M,"ticks":T} (RSS measured before the load).
 import { health } from 'otel-lifeline';
 

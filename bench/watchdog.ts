@@ -12,14 +12,14 @@ import { createInterface } from 'node:readline';
 import { fixed, startPeer, summarize, table } from './support.ts';
 
 const quick = process.env.BENCH_QUICK === '1';
-const ROUNDS = quick ? 2 : 6;
-const DURATION_MS = quick ? 2_000 : 5_000;
+const ROUNDS = quick ? 2 : 10;
+const DURATION_MS = quick ? 2_000 : 4_000;
 const ROOT = new URL('..', import.meta.url).pathname;
 
 function runService(script: string, env: NodeJS.ProcessEnv): Promise<string[]> {
   const child = spawn(process.execPath, ['--import', 'otel-lifeline/register', new URL(script, import.meta.url).pathname], {
     cwd: ROOT,
-    env: { ...process.env, OTEL_TRACES_EXPORTER: 'none', LIFELINE_PROBE_PORT: '0', LIFELINE_HEALTH_INTERVAL_MS: '100', LIFELINE_AUTO_INSTRUMENTATIONS: 'off', LIFELINE_LOG_LEVEL: 'warn', ...env },
+    env: { ...process.env, OTEL_TRACES_EXPORTER: 'none', LIFELINE_PROBE_PORT: '0', LIFELINE_AUTO_INSTRUMENTATIONS: 'off', LIFELINE_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const lines: string[] = [];
@@ -74,6 +74,7 @@ for (let round = 0; round < ROUNDS; round++) {
     OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
     OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${String(port)}`,
     LIFELINE_WATCHDOG_THRESHOLD_MS: '300',
+    LIFELINE_HEALTH_INTERVAL_MS: '100',
     BLOCK: 'busy',
     BLOCK_MS: '1500',
     EXIT_AFTER_BLOCK: '1',
