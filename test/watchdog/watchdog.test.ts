@@ -112,7 +112,7 @@ describe('a blocked event loop explains itself: the watchdog thread exports the 
     const cjs = join(ROOT, 'test/fixtures/blocking-app.cjs');
     const { waitFor } = await blockingService('test/fixtures/blocking-app.cjs', {});
     const [fromCjs] = await waitFor(1, ongoing);
-    expect([fromCjs?.attributes['code.function.name'], fromCjs?.attributes['code.file.path'], fromCjs?.attributes['code.line.number']]).toEqual(['crunchReport', cjs, blockingLine(cjs, 'crunchReport')]);
+    expect([fromCjs?.attributes['code.function.name'], fromCjs?.attributes['code.file.path'], fromCjs?.attributes['code.line.number']]).toEqual(['scoreAll', cjs, blockingLine(cjs, 'scoreAll')]);
 
     const dir = mkdtempSync(join(tmpdir(), 'lifeline-ts-'));
     cleanup.push(() => {
