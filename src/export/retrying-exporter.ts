@@ -163,6 +163,8 @@ export class RetryingExporter implements SpanExporter {
           this.exporter.export(batch, resolve);
         });
         if (result.code !== ExportResultCode.SUCCESS && retryable(result)) break;
+        // A full buffer may have dropped this very batch while it was being sent: then it is not the head.
+        if (this.#pending[0]?.spans !== batch) continue;
         this.#shift();
         if (result.code !== ExportResultCode.SUCCESS) this.#drop(batch.length, 'refused');
         else this.#backoffMs = this.#initialBackoffMs;

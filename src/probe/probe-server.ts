@@ -208,7 +208,10 @@ function answerDiagnostics(health: HealthView, req: IncomingMessage, res: Server
       (err: unknown) => {
         send(req, res, err instanceof EventLoopBlockedError ? 503 : 500, { error: err instanceof EventLoopBlockedError ? err.message : 'diagnostics failed' });
       },
-    );
+    )
+    .catch(() => {
+      res.destroy(); // the answer itself failed: never an unhandled rejection in the app's process
+    });
 }
 
 /** Thrown by a {@link HealthView} whose main thread does not answer: its event loop is blocked. */

@@ -47,7 +47,8 @@ interface Reported {
   readonly landed: Promise<Capture | undefined>;
   /** The kernel's wait channel of the main thread (Linux), when the block is outside JavaScript. */
   readonly wait: string | undefined;
-  readonly detectionSpan: Link['context'] | undefined;
+  /** The span exported at detection (for the final span's link); settles once exported. */
+  readonly detectionSpan: Promise<Link['context'] | undefined>;
 }
 
 let seen = Atomics.load(beats, 0);
@@ -84,7 +85,6 @@ function check(): void {
     const startedAt = Date.now() - (now - lastBeat);
     const since = lastBeat;
     const current: Block = { since, startedAt, report: reported ? detected(startedAt, now - since) : undefined };
-    void current.report?.then((r) => (current.frames = r.first?.frames));
     block = current;
   }
 }
@@ -93,13 +93,13 @@ function check(): void {
 async function detected(startedAt: number, blockedMs: number): Promise<Reported> {
   const { first, landed } = capture();
   const firstCapture = await first;
+  // Probes show where the loop is stuck at once, not after the export (slow or hung collector).
+  if (block !== undefined && block.startedAt === startedAt) block.frames = firstCapture?.frames;
   const wait = firstCapture === undefined ? waitChannel() : undefined;
-  let detectionSpan: Link['context'] | undefined;
-  try {
-    detectionSpan = await exportBlock({ startedAt, endedAt: Date.now(), blockedMs: Math.max(blockedMs, Date.now() - startedAt), ongoing: true, native: firstCapture === undefined, capture: firstCapture, wait, link: undefined });
-  } catch (err) {
+  const detectionSpan = exportBlock({ startedAt, endedAt: Date.now(), blockedMs: Math.max(blockedMs, Date.now() - startedAt), ongoing: true, native: firstCapture === undefined, capture: firstCapture, wait, link: undefined }).catch((err: unknown) => {
     log(`lifeline: the event loop is blocked, and exporting its span failed: ${String(err)}`);
-  }
+    return undefined;
+  });
   return { first: firstCapture, landed, wait, detectionSpan };
 }
 
@@ -110,16 +110,20 @@ function ended(current: Block, now: number): void {
     tell({ type: 'block', blockedMs, startedAt: current.startedAt, frames: [], native: false, reported: false });
     return;
   }
-  void report.then(async ({ first, landed, wait, detectionSpan }) => {
+  void report
+    .then(async ({ first, landed, wait, detectionSpan }) => {
     // Outside JavaScript, the pause lands as soon as JavaScript runs again: in the caller of the native call.
     const capture = first ?? (await Promise.race([landed, sleep(config.captureTimeoutMs).then(() => undefined)]));
     tell({ type: 'block', blockedMs, startedAt: current.startedAt, frames: capture?.frames ?? [], native: first === undefined, reported: true, ...(wait === undefined ? {} : { wait }) });
     try {
-      await exportBlock({ startedAt: current.startedAt, endedAt: current.startedAt + blockedMs, blockedMs, ongoing: false, native: first === undefined, capture, wait, link: detectionSpan });
+      await exportBlock({ startedAt: current.startedAt, endedAt: current.startedAt + blockedMs, blockedMs, ongoing: false, native: first === undefined, capture, wait, link: await detectionSpan });
     } catch (err) {
       log(`lifeline: exporting the span of an event loop block failed: ${String(err)}`);
     }
-  });
+  })
+    .catch((err: unknown) => {
+      log(`lifeline: reporting an event loop block failed: ${String(err)}`); // never an unhandled rejection that ends this thread
+    });
 }
 
 function tell(message: FromWatchdog): void {

@@ -132,7 +132,11 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
       case 'block': {
         const block = toBlock(message);
         logger.warn({ blockedMs: Math.round(block.blockedMs), startedAt: block.startedAt, top: block.top === undefined ? undefined : describeFrame(block.top), exported: message.reported }, `lifeline: ${block.message}`);
-        onBlock?.(block);
+        try {
+          onBlock?.(block);
+        } catch (err) {
+          logger.warn({ err: err instanceof Error ? err.message : String(err) }, 'lifeline: the watchdog onBlock callback threw');
+        }
         return;
       }
       case 'log':

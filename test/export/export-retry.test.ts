@@ -116,6 +116,30 @@ describe('RetryingExporter bounds', () => {
     }
   });
 
+  it('a batch dropped for room while it was being sent does not take the next one with it: every span is sent, dropped or kept, once', async () => {
+    const port = await freePort();
+    const retrying = new RetryingExporter(new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 2_000 }), quiet, { maxSpans: 2, initialBackoffMs: 60_000 });
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: retrying })] });
+    const tracer = provider.getTracer('t');
+    spansNamed(tracer, 'first', 1); // refused: kept
+    await eventually(() => retrying.buffered.spans === 1);
+    const receiver = await otlpReceiver(port, { answerAfterMs: 300 }); // back, but slow
+    try {
+      const flushing = retrying.forceFlush(); // sends first-0 …
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      spansNamed(tracer, 'more', 2); // … while two more arrive: the buffer (2) drops first-0 for room
+      await flushing;
+      await retrying.forceFlush();
+      const received = receiver.spans.map((s) => s.name);
+      expect(received.filter((name) => name === 'first-0')).toHaveLength(1); // sent before it was dropped
+      expect(received).toEqual(expect.arrayContaining(['more-0', 'more-1'])); // not lost with it
+      expect(received.length + retrying.buffered.spans).toBe(3);
+    } finally {
+      await provider.shutdown();
+      await receiver.close();
+    }
+  });
+
   it('refuses a bound that is not a positive integer, naming it', () => {
     const exporter = new OTLPTraceExporter();
     expect(() => new RetryingExporter(exporter, quiet, { maxBytes: 0 })).toThrow(/exportBuffer\.maxBytes/);
