@@ -82,6 +82,11 @@ export class Health {
   readonly interval: number;
   /** Tick buffer size of each component. */
   readonly buffer: number;
+  /**
+   * How long ping rounds may stop (a blocked event loop, a stopped timer) before the catalog's own
+   * `healthcheck` is unhealthy: two intervals.
+   */
+  readonly stallAfterMs: number;
   readonly #tracer: Tracer;
   readonly #tracerProvider: TracerProvider | undefined;
   #diagnostics: HealthDiagnostics;
@@ -101,6 +106,7 @@ export class Health {
     if (typeof buffer !== 'number' || !Number.isInteger(buffer) || buffer < 1 || buffer > 1_000_000) throw invalidOption('buffer', buffer, 'an integer from 1 to 1000000');
     this.interval = interval;
     this.buffer = buffer;
+    this.stallAfterMs = 2 * interval;
     this.#tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);
     this.#tracerProvider = tracerProvider;
     this.#diagnostics = this.#diagnosticsFrom(diagnostics);
@@ -270,7 +276,7 @@ export class Health {
     if (this.#timer === undefined) return true;
     // On the monotonic clock: a wall clock stepped forward failed a healthy process (a restart for
     // nothing), and stepped back hid a stalled one for the length of the step.
-    return monotonicNow() - this.#lastRound <= 2 * this.interval;
+    return monotonicNow() - this.#lastRound <= this.stallAfterMs;
   }
 
   #collect(probe: ProbeKind): Verdicts {

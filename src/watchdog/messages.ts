@@ -25,7 +25,7 @@ export type ServedProbeOptions = Omit<ProbeServerOptions, 'health' | 'logger'>;
 /** What the main thread sends the watchdog thread. */
 export type ToWatchdog =
   | { readonly type: 'status'; readonly probe: ProbeKind; readonly status: HealthStatus }
-  | { readonly type: 'serve'; readonly options: ServedProbeOptions }
+  | { readonly type: 'serve'; readonly options: ServedProbeOptions; readonly stallAfterMs: number }
   | { readonly type: 'close-probes' }
   | { readonly type: 'diagnosis'; readonly id: number; readonly snapshot?: DiagnosticSnapshot; readonly error?: string };
 

@@ -132,11 +132,13 @@ function tell(message: FromWatchdog): void {
 
 // The probe server, when the main thread hands it over: it answers from the verdicts the main
 // thread publishes, so probes are answered while the main thread's loop is blocked — with 503 and
-// where it is blocked once that lasts past the threshold.
+// where it is blocked once that lasts past the threshold and the catalog's stall limit.
 const statuses = new Map<ProbeKind, HealthStatus>();
 const diagnoses = new Map<number, { resolve: (snapshot: DiagnosticSnapshot) => void; reject: (err: Error) => void }>();
 let nextDiagnosis = 0;
 let probes: ProbeServer | undefined;
+/** Probes fail once a block lasts this long: when the catalog's own check would fail too. */
+let failProbesAfterMs = config.thresholdMs;
 
 parentPort?.on('message', (message: ToWatchdog) => {
   switch (message.type) {
@@ -144,6 +146,7 @@ parentPort?.on('message', (message: ToWatchdog) => {
       statuses.set(message.probe, message.status);
       break;
     case 'serve':
+      failProbesAfterMs = Math.max(config.thresholdMs, message.stallAfterMs);
       void serve(message.options);
       break;
     case 'close-probes':
@@ -175,13 +178,16 @@ async function serve(options: ServedProbeOptions): Promise<void> {
   }
 }
 
-/** The main thread's published verdicts; while its loop is blocked past the threshold, failing live and ready. */
+/** The main thread's published verdicts; while its loop is blocked past both limits, failing live and ready. */
 const mirroredHealth: HealthView = {
   status(probe) {
     const published = statuses.get(probe) ?? { ok: true, healthy: [], unhealthy: [] };
     const current = block;
     if (current === undefined || probe === 'startup') return published;
-    return blockedStatus(published, performance.now() - current.since, current.frames);
+    // A shorter block changes no answer: the catalog would have answered 200 late, not 503.
+    const blockedMs = performance.now() - current.since;
+    if (blockedMs < failProbesAfterMs) return published;
+    return blockedStatus(published, blockedMs, current.frames);
   },
   async diagnose() {
     const { EventLoopBlockedError } = await import('../probe/index.js');

@@ -49,9 +49,10 @@ export interface Watchdog {
   readonly thresholdMs: number;
   /**
    * Serves `health`'s probes from the watchdog thread (options as {@link startProbeServer}'s), so
-   * they are answered while this thread's event loop is blocked: `/live` and `/ready` then answer
-   * 503 with the catalog's `healthcheck` unhealthy and an `eventLoop` field (`blockedMs`,
-   * `blockedIn`, `frames`). The verdicts are published to that thread on every heartbeat; call
+   * they are answered while this thread's event loop is blocked. Once the block is past both the
+   * threshold and the catalog's {@link Health.stallAfterMs} (when its own `healthcheck` would fail
+   * anyway, had the thread been free to answer), `/live` and `/ready` answer 503 with that
+   * `healthcheck` unhealthy and an `eventLoop` field (`blockedMs`, `blockedIn`, `frames`). The verdicts are published to that thread on every heartbeat; call
    * {@link Watchdog.publish} after a change that must show at once. Rejects as `startProbeServer` does.
    */
   serveProbes(health: Health, options?: ServedProbeOptions): Promise<ProbeServer>;
@@ -208,7 +209,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
       served = health;
       publish();
       const answer = awaitReply((message) => (message.type === 'serving' || message.type === 'serve-failed' ? message : undefined));
-      send({ type: 'serve', options });
+      send({ type: 'serve', options, stallAfterMs: health.stallAfterMs });
       const reply = await answer;
       if (reply.type === 'serve-failed') {
         served = undefined;

@@ -87,8 +87,15 @@ async function probeFor(ms: number): Promise<number[]> {
   const until = Date.now() + ms;
   while (Date.now() < until) {
     const status = await fetch(`http://${host.ip}:${PROBE_PORT}/live`, { signal: AbortSignal.timeout(1_000) }).then(
-      (r) => r.status,
-      () => 0,
+      async (r) => {
+        // What a failing answer said (which component, a blocked loop) is what a red run needs.
+        if (r.status !== 200) console.log(`/live answered ${String(r.status)} at ${new Date().toISOString()}: ${await r.text()}`);
+        return r.status;
+      },
+      (err: unknown) => {
+        console.log(`/live did not answer at ${new Date().toISOString()}: ${String(err)}`);
+        return 0;
+      },
     );
     statuses.push(status);
     await new Promise((resolve) => setTimeout(resolve, 200));
