@@ -6,6 +6,8 @@ import {
   ATTR_DIAGNOSTIC_SPAN_TREE,
   ATTR_DIAGNOSTIC_STACKS,
   ATTR_DIAGNOSTIC_TRUNCATED,
+  ATTR_EVENT_LOOP_BLOCKED_IN,
+  ATTR_EVENT_LOOP_BLOCKED_MS,
   ATTR_HEALTH_UNHEALTHY,
   ATTR_IN_FLIGHT,
   ATTR_IN_FLIGHT_AGE_MS,
@@ -18,7 +20,7 @@ import type { InFlightSpanProcessor, TrackedSpan } from './in-flight-span-proces
 import { ProcessView } from './process-view.js';
 import { Redactor } from './redact.js';
 import { userFrames } from './stacks.js';
-import type { DiagnosedComponent, DiagnosticSnapshot, HealthDiagnostics, InFlightNode } from './types.js';
+import type { BlockedLoop, DiagnosedComponent, DiagnosticSnapshot, HealthDiagnostics, InFlightNode } from './types.js';
 
 /** Options of {@link Diagnostics}. */
 export interface DiagnosticsOptions {
@@ -77,6 +79,7 @@ export class Diagnostics implements HealthDiagnostics {
   readonly #redactor: Redactor;
   readonly #process = new ProcessView();
   #lastEmit: number | undefined;
+  #lastBlockEmit: number | undefined;
 
   constructor(options: DiagnosticsOptions = {}) {
     const { inFlight, tracerProvider, logger, minIntervalMs = 60_000, maxBytes = 16_384, log = 'debug' } = options;
@@ -103,6 +106,20 @@ export class Diagnostics implements HealthDiagnostics {
     this.#lastEmit = now;
     this.#emit(this.snapshot(unhealthy()));
     this.#process.resetDelay();
+  }
+
+  /**
+   * The event loop was blocked past the catalog's own limit: meanwhile the watchdog thread answered
+   * probes 503 and no round could record a verdict. Records it now that the loop runs again — a
+   * `health verdict` for `snapshot.unhealthy` (which names the catalog's `healthcheck`) with
+   * `lifeline.event_loop.blocked_ms`, `lifeline.event_loop.blocked_in` and a link to the watchdog's
+   * span. At most one per `minIntervalMs`.
+   */
+  onEventLoopBlock(block: BlockedLoop, snapshot: DiagnosticSnapshot): void {
+    const now = Date.now();
+    if (this.#lastBlockEmit !== undefined && now - this.#lastBlockEmit < this.#minIntervalMs) return;
+    this.#lastBlockEmit = now;
+    this.#emit(snapshot, block);
   }
 
   snapshot(unhealthy: readonly DiagnosedComponent[]): DiagnosticSnapshot {
@@ -173,22 +190,29 @@ export class Diagnostics implements HealthDiagnostics {
     return result;
   }
 
-  #emit(snapshot: DiagnosticSnapshot): void {
+  #emit(snapshot: DiagnosticSnapshot, block?: BlockedLoop): void {
     const tree = cap(JSON.stringify(snapshot.components.map(({ name, tick, inFlight, omitted }) => ({ component: name, tick, omitted, inFlight: inFlight.map(withoutStacks) }))), this.#maxBytes);
     const stacks = cap(formatStacks(snapshot), this.#maxBytes);
     const links: Link[] = snapshot.components.flatMap((c) => (c.tick === undefined ? [] : [{ context: { traceId: c.tick.traceId, spanId: c.tick.spanId, traceFlags: TraceFlags.SAMPLED } }]));
+    if (block?.span !== undefined) links.push({ context: { ...block.span, traceFlags: TraceFlags.SAMPLED }, attributes: { 'lifeline.link': 'event loop blocked' } });
+    const blockedIn = block?.blockedIn === undefined ? undefined : this.#redactor.text(block.blockedIn);
     const verdict = this.#tracer.startSpan('health verdict', {
       root: true,
       kind: SpanKind.INTERNAL,
       links,
-      attributes: { [ATTR_HEALTH_UNHEALTHY]: [...snapshot.unhealthy] },
+      attributes: {
+        [ATTR_HEALTH_UNHEALTHY]: [...snapshot.unhealthy],
+        ...(block === undefined ? {} : { [ATTR_EVENT_LOOP_BLOCKED_MS]: Math.round(block.blockedMs) }),
+        ...(blockedIn === undefined ? {} : { [ATTR_EVENT_LOOP_BLOCKED_IN]: blockedIn }),
+      },
     });
     verdict.addEvent(EVENT_DIAGNOSTIC, {
       [ATTR_DIAGNOSTIC_SPAN_TREE]: tree.text,
       [ATTR_DIAGNOSTIC_STACKS]: stacks.text,
       [ATTR_DIAGNOSTIC_TRUNCATED]: tree.truncated || stacks.truncated,
     });
-    verdict.setStatus({ code: SpanStatusCode.ERROR, message: `unhealthy: ${snapshot.unhealthy.join(', ')}` });
+    const why = block === undefined ? '' : ` (event loop blocked for ${(block.blockedMs / 1_000).toFixed(1)} s${blockedIn === undefined ? '' : ` in ${blockedIn}`})`;
+    verdict.setStatus({ code: SpanStatusCode.ERROR, message: `unhealthy: ${snapshot.unhealthy.join(', ')}${why}` });
     verdict.end();
     const budget = { left: MAX_SNAPSHOT_SPANS };
     for (const component of snapshot.components) this.#exportInFlight(component.inFlight, component.tick, budget);

@@ -54,6 +54,15 @@ export interface DiagnosticSnapshot {
   readonly evicted: number;
 }
 
+/** An event-loop block, as the verdict recorded after it says it. */
+export interface BlockedLoop {
+  readonly blockedMs: number;
+  /** `crunchReport (/app/report.js:8)`, when the stack was captured. */
+  readonly blockedIn?: string | undefined;
+  /** The watchdog's `event loop blocked` span, linked from the verdict. */
+  readonly span?: { readonly traceId: string; readonly spanId: string } | undefined;
+}
+
 /**
  * What a catalog calls to explain its verdicts. The catalog reports after every ping round; the
  * implementation decides whether to emit (transitions, rate limits).

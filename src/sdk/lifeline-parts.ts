@@ -8,6 +8,7 @@ import { DEFAULT_HEADERS_TIMEOUT_MS, unsupportedNode } from '../config/index.js'
 import { invalidOption, oneOf } from '../errors/index.js';
 import { closeServersGracefully, policyDeadlineOf, trackHttpServers } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
+import { SELF_COMPONENT } from '../health/index.js';
 import { installInboundTrust } from '../inbound/index.js';
 import { startWatchdog, type Watchdog, type WatchdogOptions } from '../watchdog/index.js';
 import { defaultLogger } from '../log/index.js';
@@ -24,6 +25,7 @@ import {
   startProbeServer,
   type DeadlineDispatcherOptions,
   type DeadlinePropagatorOptions,
+  type DiagnosticSnapshot,
   type DiagnosticsOptions,
   type Health,
   type InFlightSpanProcessorOptions,
@@ -203,11 +205,20 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         if (options.watchdog !== false) {
           const redact = options.diagnostics?.redact;
           try {
+            const onBlock = options.watchdog?.onBlock;
             watchdog = startWatchdog({
               thresholdMs: Math.min(health.interval, 5_000),
               ...(redact === undefined ? {} : { redact }),
               ...(options.logger === undefined ? {} : { logger: options.logger }),
               ...options.watchdog,
+              onBlock: (block) => {
+                try {
+                  // Past the catalog's own limit the probes failed while no round could record it.
+                  if (block.blockedMs >= health.stallAfterMs) diagnostics.onEventLoopBlock(block, withSelfCheckFailed(health.diagnose()));
+                } finally {
+                  onBlock?.(block);
+                }
+              },
             });
           } catch (err) {
             if ((err as LifelineError).code !== 'ERR_WATCHDOG_UNAVAILABLE') throw err;
@@ -368,6 +379,11 @@ async function probeServer(options: NonNullable<Exclude<LifelinePartsOptions['pr
     (logger ?? defaultLogger()).warn({ port: rest.port ?? 5555 }, 'lifeline: the probe port is in use (another process of this service or its tooling?); running without a probe server');
     return undefined;
   }
+}
+
+/** A snapshot naming the catalog's own `healthcheck` too: what the probes said during a block. */
+function withSelfCheckFailed(snapshot: DiagnosticSnapshot): DiagnosticSnapshot {
+  return { ...snapshot, unhealthy: [...new Set([...snapshot.unhealthy, SELF_COMPONENT])].sort() };
 }
 
 /** Whether a lifeline is started in this process. */

@@ -28,3 +28,5 @@ export const ATTR_EVENT_LOOP_BLOCKED_MS = 'lifeline.event_loop.blocked_ms';
 export const ATTR_EVENT_LOOP_ONGOING = 'lifeline.event_loop.ongoing';
 export const ATTR_EVENT_LOOP_NATIVE = 'lifeline.event_loop.native';
 export const ATTR_EVENT_LOOP_WAIT = 'lifeline.event_loop.wait';
+/** On the verdict recorded after a block: where the loop was blocked (`crunchReport (app.js:8)`). */
+export const ATTR_EVENT_LOOP_BLOCKED_IN = 'lifeline.event_loop.blocked_in';

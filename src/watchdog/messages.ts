@@ -52,4 +52,6 @@ export interface BlockMessage {
   readonly wait?: string;
   /** Whether spans were exported for it (at most one block per `minReportIntervalMs`). */
   readonly reported: boolean;
+  /** The `event loop blocked` span exported when it was detected. */
+  readonly span?: { readonly traceId: string; readonly spanId: string };
 }

@@ -112,15 +112,17 @@ function ended(current: Block, now: number): void {
   }
   void report
     .then(async ({ first, landed, wait, detectionSpan }) => {
-    // Outside JavaScript, the pause lands as soon as JavaScript runs again: in the caller of the native call.
-    const capture = first ?? (await Promise.race([landed, sleep(config.captureTimeoutMs).then(() => undefined)]));
-    tell({ type: 'block', blockedMs, startedAt: current.startedAt, frames: capture?.frames ?? [], native: first === undefined, reported: true, ...(wait === undefined ? {} : { wait }) });
-    try {
-      await exportBlock({ startedAt: current.startedAt, endedAt: current.startedAt + blockedMs, blockedMs, ongoing: false, native: first === undefined, capture, wait, link: await detectionSpan });
-    } catch (err) {
-      log(`lifeline: exporting the span of an event loop block failed: ${String(err)}`);
-    }
-  })
+      // Outside JavaScript, the pause lands as soon as JavaScript runs again: in the caller of the native call.
+      const capture = first ?? (await Promise.race([landed, sleep(config.captureTimeoutMs).then(() => undefined)]));
+      // The main thread's verdict links to the span exported at detection, when that export is done.
+      const span = await Promise.race([detectionSpan, sleep(config.captureTimeoutMs).then(() => undefined)]);
+      tell({ type: 'block', blockedMs, startedAt: current.startedAt, frames: capture?.frames ?? [], native: first === undefined, reported: true, ...(wait === undefined ? {} : { wait }), ...(span === undefined ? {} : { span: { traceId: span.traceId, spanId: span.spanId } }) });
+      try {
+        await exportBlock({ startedAt: current.startedAt, endedAt: current.startedAt + blockedMs, blockedMs, ongoing: false, native: first === undefined, capture, wait, link: await detectionSpan });
+      } catch (err) {
+        log(`lifeline: exporting the span of an event loop block failed: ${String(err)}`);
+      }
+    })
     .catch((err: unknown) => {
       log(`lifeline: reporting an event loop block failed: ${String(err)}`); // never an unhandled rejection that ends this thread
     });

@@ -38,6 +38,10 @@ export interface EventLoopBlock {
   readonly frames: readonly BlockedFrame[];
   /** The frame that explains it (the innermost not in Node's own code). */
   readonly top: BlockedFrame | undefined;
+  /** That frame as a person reads it: `crunchReport (/app/report.js:8)`. */
+  readonly blockedIn: string | undefined;
+  /** The `event loop blocked` span exported when the block was detected, if one was. */
+  readonly span: { readonly traceId: string; readonly spanId: string } | undefined;
   /** Blocked outside JavaScript (sync I/O, a child process waited for); the frames are then its caller's. */
   readonly native: boolean;
   /** `event loop blocked for 12.3 s in crunchReport (app.js:8)`. */
@@ -132,7 +136,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     switch (message.type) {
       case 'block': {
         const block = toBlock(message);
-        logger.warn({ blockedMs: Math.round(block.blockedMs), startedAt: block.startedAt, top: block.top === undefined ? undefined : describeFrame(block.top), exported: message.reported }, `lifeline: ${block.message}`);
+        logger.warn({ blockedMs: Math.round(block.blockedMs), startedAt: block.startedAt, top: block.blockedIn, exported: message.reported }, `lifeline: ${block.message}`);
         try {
           onBlock?.(block);
         } catch (err) {
@@ -256,6 +260,8 @@ function toBlock(message: BlockMessage): EventLoopBlock {
     startedAt: new Date(message.startedAt).toISOString(),
     frames: message.frames,
     top,
+    blockedIn: top === undefined ? undefined : describeFrame(top),
+    span: message.span,
     native: message.native,
     message: `event loop blocked for ${(message.blockedMs / 1_000).toFixed(1)} s${where}`,
   };

@@ -3,6 +3,7 @@ import { TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   DeadlineSpanProcessor,
+  Diagnostics,
   Health,
   InFlightSpanProcessor,
   installDeadlineDispatcher,
@@ -148,6 +149,27 @@ describe('an unhealthy verdict explains itself (SPEC §8)', () => {
     await new Promise((resolve) => setTimeout(resolve, 220));
     health.check();
     expect(verdicts()).toHaveLength(2);
+  });
+
+  it('a block of the event loop past the catalog\'s limit is recorded as a verdict: where, how long, linked to the watchdog\'s span; rate limited; redacted', async () => {
+    const diagnostics = new Diagnostics({ inFlight, tracerProvider: provider, logger, minIntervalMs: 200 });
+    const snapshot = { ...catalog().diagnose(), unhealthy: ['healthcheck'] };
+    const watchdogSpan = { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331' };
+    diagnostics.onEventLoopBlock({ blockedMs: 6_123.4, blockedIn: `crunchReport (/srv/app.js:8) ?token=${TOKEN}`, span: watchdogSpan }, snapshot);
+    diagnostics.onEventLoopBlock({ blockedMs: 7_000 }, snapshot);
+    expect(verdicts()).toHaveLength(1);
+    const [verdict] = verdicts();
+    expect(verdict?.attributes['lifeline.health.unhealthy']).toEqual(['healthcheck']);
+    expect(verdict?.attributes['lifeline.event_loop.blocked_ms']).toBe(6_123);
+    expect(verdict?.attributes['lifeline.event_loop.blocked_in']).toMatch(/^crunchReport \(\/srv\/app\.js:8\) \?token=/);
+    expect(verdict?.status).toEqual({ code: SpanStatusCode.ERROR, message: expect.stringMatching(/^unhealthy: healthcheck \(event loop blocked for 6\.1 s in crunchReport \(\/srv\/app\.js:8\)/) as string });
+    expect(verdict?.links.map((l) => l.context.spanId)).toEqual([watchdogSpan.spanId]);
+    expect(JSON.stringify(verdict?.attributes)).not.toContain(TOKEN);
+    expect(verdict?.status.message).not.toContain(TOKEN);
+    await new Promise((resolve) => setTimeout(resolve, 220));
+    diagnostics.onEventLoopBlock({ blockedMs: 7_000 }, snapshot);
+    expect(verdicts()).toHaveLength(2);
+    expect(verdicts()[1]?.links).toEqual([]);
   });
 
   it('caps every diagnostic attribute at maxBytes and says so', async () => {

@@ -22,7 +22,11 @@ function blockingLine(file: string, name: string): number {
   return start + 1 + lines.slice(start).findIndex((line) => line.includes('// blocks here'));
 }
 
-async function blockingService(script: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Promise<{ app: ChildService; blocks: () => ReceivedSpan[]; waitFor: (n: number, what: (s: ReceivedSpan) => boolean) => Promise<ReceivedSpan[]> }> {
+async function blockingService(
+  script: string,
+  env: NodeJS.ProcessEnv,
+  nodeArgs: string[] = [],
+): Promise<{ app: ChildService; blocks: () => ReceivedSpan[]; waitFor: (n: number, what: (s: ReceivedSpan) => boolean) => Promise<ReceivedSpan[]>; verdicts: () => ReceivedSpan[]; verdict: () => Promise<ReceivedSpan | undefined> }> {
   const receiver = await otlpReceiver(0);
   const app = await startService(
     script,
@@ -35,6 +39,8 @@ async function blockingService(script: string, env: NodeJS.ProcessEnv, nodeArgs:
     app,
     blocks,
     waitFor: async (n, what) => (await receiver.waitFor(() => blocks().filter(what).length >= n, 15_000)).filter((s) => s.name === 'event loop blocked' && what(s)),
+    verdicts: () => receiver.spans.filter((s) => s.name === 'health verdict'),
+    verdict: async () => (await receiver.waitFor((spans) => spans.some((s) => s.name === 'health verdict'), 15_000)).find((s) => s.name === 'health verdict'),
   };
 }
 
@@ -63,7 +69,7 @@ describe('a blocked event loop explains itself: the watchdog thread exports the 
     ['regex', 'a catastrophic regular expression', 'matchHeader'],
     ['atomics', 'Atomics.wait', 'waitForLock'],
   ])('%s (%s): a span at once with the top frame, then one with the whole block, linked to the trace it blocked', async (block, _what, fn) => {
-    const { app, waitFor } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: block, REGEX_LENGTH: '25' });
+    const { app, waitFor, verdicts } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: block, REGEX_LENGTH: '25' });
     const [detected] = await waitFor(1, ongoing);
     const [ended] = await waitFor(1, whole);
     for (const span of [detected, ended]) {
@@ -86,6 +92,8 @@ describe('a blocked event loop explains itself: the watchdog thread exports the 
     const until = Date.now() + 5_000;
     while (!said.test(app.stdout()) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
     expect(app.stdout()).toMatch(said);
+    // Far shorter than two intervals (15 s each): no probe failed, so there is no verdict to record.
+    expect(verdicts()).toEqual([]);
   });
 
   it('outside JavaScript (execSync): exported at once with the kernel wait, then the caller of the native call', async () => {
@@ -143,7 +151,7 @@ describe('probes that still answer: the watchdog thread serves them', () => {
   it('a loop blocked past two intervals: /live and /ready answer 503 with where; /startup 200; the CLI says it; 200 again after; a shorter block fails no probe', async () => {
     const port = await freePort();
     const INTERVAL_MS = 2_000;
-    const { app, waitFor } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: 'busy', BLOCK_MS: '6000', BLOCK_AFTER_MS: '300', LIFELINE_PROBE_PORT: String(port), LIFELINE_HEALTH_INTERVAL_MS: String(INTERVAL_MS) });
+    const { app, waitFor, verdict: verdict_ } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: 'busy', BLOCK_MS: '6000', BLOCK_AFTER_MS: '300', LIFELINE_PROBE_PORT: String(port), LIFELINE_HEALTH_INTERVAL_MS: String(INTERVAL_MS) });
     const get = async (probe: string) => {
       const res = await fetch(`http://127.0.0.1:${String(port)}/${probe}`, { signal: AbortSignal.timeout(1_000) });
       return { status: res.status, body: (await res.json()) as { unhealthy: string[]; eventLoop?: { blockedMs: number; blockedIn?: string; frames?: string[] } } };
@@ -175,5 +183,14 @@ describe('probes that still answer: the watchdog thread serves them', () => {
     const after = Date.now() + 2_000;
     while (live.status !== 200 && Date.now() < after) live = await poll();
     expect(live).toEqual({ status: 200, body: { status: 'pass', healthy: ['healthcheck'], unhealthy: [] } });
+    // Back on the main thread, the verdict the probes gave meanwhile is recorded, linked to the watchdog's span.
+    const verdict = await verdict_();
+    const [detected] = await waitFor(1, ongoing);
+    const unhealthy = JSON.parse(String(verdict?.attributes['lifeline.health.unhealthy'])) as { values: { stringValue: string }[] };
+    expect(unhealthy.values.map((v) => v.stringValue)).toEqual(['healthcheck']);
+    expect(Number(verdict?.attributes['lifeline.event_loop.blocked_ms'])).toBeGreaterThanOrEqual(2 * INTERVAL_MS);
+    expect(verdict?.attributes['lifeline.event_loop.blocked_in']).toBe(`crunchReport (${MJS}:${String(blockingLine(MJS, 'crunchReport'))})`);
+    expect(verdict?.statusMessage).toMatch(/^unhealthy: healthcheck \(event loop blocked for \d+\.\d s in crunchReport \(/);
+    expect(verdict?.links.map((l) => l.spanId)).toContain(detected?.spanId);
   });
 });
