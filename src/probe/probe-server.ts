@@ -169,14 +169,25 @@ function answer(
   // The catalog hands out the same frozen status until a verdict changes: serialize it once.
   let body = bodies.get(status);
   if (body === undefined) {
-    body = Buffer.from(JSON.stringify({ status: status.ok ? 'pass' : 'fail', healthy: status.healthy, unhealthy: status.unhealthy, ...(status.eventLoop === undefined ? {} : { eventLoop: status.eventLoop }) }));
+    body = probeBodies(status);
     bodies.set(status, body);
   }
-  send(req, res, status.ok ? 200 : 503, body);
+  // Where the loop is blocked names code locations: as with the diagnostics dump, only for this machine.
+  send(req, res, status.ok ? 200 : 503, body.local !== body.remote && isLoopback(req.socket.remoteAddress) && isLoopbackHost(req.headers.host) ? body.local : body.remote);
   if (!status.ok) logFailure(probe, status.unhealthy);
 }
 
-const bodies = new WeakMap<HealthStatus, Buffer>();
+const bodies = new WeakMap<HealthStatus, { local: Buffer; remote: Buffer }>();
+
+/** A probe answer's body: `local` with where the event loop is blocked, `remote` with only for how long. */
+function probeBodies(status: HealthStatus): { local: Buffer; remote: Buffer } {
+  const verdicts = { status: status.ok ? 'pass' : 'fail', healthy: status.healthy, unhealthy: status.unhealthy };
+  if (status.eventLoop === undefined) {
+    const body = Buffer.from(JSON.stringify(verdicts));
+    return { local: body, remote: body };
+  }
+  return { local: Buffer.from(JSON.stringify({ ...verdicts, eventLoop: status.eventLoop })), remote: Buffer.from(JSON.stringify({ ...verdicts, eventLoop: { blockedMs: status.eventLoop.blockedMs } })) };
+}
 
 /**
  * The dump names hosts, ports and code locations: only a client on this machine may read it, and

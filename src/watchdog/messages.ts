@@ -3,9 +3,18 @@ import type { HealthStatus, ProbeKind } from '../health/index.js';
 import type { ProbeServerOptions } from '../probe/index.js';
 import type { BlockedFrame } from './frames.js';
 
+/** Heartbeat slot: the counter the main thread bumps on its timer. */
+export const BEAT = 0;
+/**
+ * Heartbeat slot: 1 while an inspector server is open on the main thread (`--inspect`). A stop may
+ * then be a developer's breakpoint, which pausing and resuming the thread would release.
+ */
+export const INSPECTOR_OPEN = 1;
+export const HEARTBEAT_SLOTS = 2;
+
 /** What the watchdog thread is started with. */
 export interface WatchdogWorkerData {
-  /** One Int32: the main thread's heartbeat counter. */
+  /** Int32 slots: {@link BEAT} and {@link INSPECTOR_OPEN}. */
   readonly heartbeat: SharedArrayBuffer;
   readonly thresholdMs: number;
   readonly pollMs: number;

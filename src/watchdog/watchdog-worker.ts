@@ -17,7 +17,7 @@ import type { DiagnosticSnapshot } from '../diagnostics/index.js';
 import type { HealthStatus, ProbeKind } from '../health/index.js';
 import type { HealthView, ProbeServer } from '../probe/index.js';
 import { describeFrame, framesOf, SourceMapper, stackText, topUserFrame, type BlockedFrame, type InspectorCallFrame } from './frames.js';
-import type { FromWatchdog, ServedProbeOptions, ToWatchdog, WatchdogWorkerData } from './messages.js';
+import { BEAT, INSPECTOR_OPEN, type FromWatchdog, type ServedProbeOptions, type ToWatchdog, type WatchdogWorkerData } from './messages.js';
 
 const config = workerData as WatchdogWorkerData;
 const beats = new Int32Array(config.heartbeat);
@@ -47,11 +47,15 @@ interface Reported {
   readonly landed: Promise<Capture | undefined>;
   /** The kernel's wait channel of the main thread (Linux), when the block is outside JavaScript. */
   readonly wait: string | undefined;
+  /** Why the stack was not read, when it was not even tried (no inspector, or a debugger's). */
+  readonly unread: string | undefined;
+  /** Blocked outside JavaScript: the pause did not land within the capture timeout. */
+  readonly native: boolean;
   /** The span exported at detection (for the final span's link); settles once exported. */
   readonly detectionSpan: Promise<Link['context'] | undefined>;
 }
 
-let seen = Atomics.load(beats, 0);
+let seen = Atomics.load(beats, BEAT);
 let lastBeat = performance.now();
 let block: Block | undefined;
 let lastReport = Number.NEGATIVE_INFINITY;
@@ -66,7 +70,7 @@ function check(): void {
   // container), not only the main thread's loop. The window starts again rather than blame the loop.
   const frozen = now - lastCheck > 2 * config.pollMs + 100;
   lastCheck = now;
-  const current = Atomics.load(beats, 0);
+  const current = Atomics.load(beats, BEAT);
   if (frozen && block === undefined) {
     seen = current;
     lastBeat = now;
@@ -91,16 +95,17 @@ function check(): void {
 
 /** Captures the stack and exports what is known at once. */
 async function detected(startedAt: number, blockedMs: number): Promise<Reported> {
-  const { first, landed } = capture();
+  const { first, landed, unread } = capture();
   const firstCapture = await first;
   // Probes show where the loop is stuck at once, not after the export (slow or hung collector).
   if (block !== undefined && block.startedAt === startedAt) block.frames = firstCapture?.frames;
-  const wait = firstCapture === undefined ? waitChannel() : undefined;
-  const detectionSpan = exportBlock({ startedAt, endedAt: Date.now(), blockedMs: Math.max(blockedMs, Date.now() - startedAt), ongoing: true, native: firstCapture === undefined, capture: firstCapture, wait, link: undefined }).catch((err: unknown) => {
+  const native = firstCapture === undefined && unread === undefined;
+  const wait = native ? waitChannel() : undefined;
+  const detectionSpan = exportBlock({ startedAt, endedAt: Date.now(), blockedMs: Math.max(blockedMs, Date.now() - startedAt), ongoing: true, native, unread, capture: firstCapture, wait, link: undefined }).catch((err: unknown) => {
     log(`lifeline: the event loop is blocked, and exporting its span failed: ${String(err)}`);
     return undefined;
   });
-  return { first: firstCapture, landed, wait, detectionSpan };
+  return { first: firstCapture, landed, wait, unread, native, detectionSpan };
 }
 
 function ended(current: Block, now: number): void {
@@ -111,14 +116,14 @@ function ended(current: Block, now: number): void {
     return;
   }
   void report
-    .then(async ({ first, landed, wait, detectionSpan }) => {
+    .then(async ({ first, landed, wait, unread, native, detectionSpan }) => {
       // Outside JavaScript, the pause lands as soon as JavaScript runs again: in the caller of the native call.
       const capture = first ?? (await Promise.race([landed, sleep(config.captureTimeoutMs).then(() => undefined)]));
       // The main thread's verdict links to the span exported at detection, when that export is done.
       const span = await Promise.race([detectionSpan, sleep(config.captureTimeoutMs).then(() => undefined)]);
-      tell({ type: 'block', blockedMs, startedAt: current.startedAt, frames: capture?.frames ?? [], native: first === undefined, reported: true, ...(wait === undefined ? {} : { wait }), ...(span === undefined ? {} : { span: { traceId: span.traceId, spanId: span.spanId } }) });
+      tell({ type: 'block', blockedMs, startedAt: current.startedAt, frames: capture?.frames ?? [], native, reported: true, ...(wait === undefined ? {} : { wait }), ...(span === undefined ? {} : { span: { traceId: span.traceId, spanId: span.spanId } }) });
       try {
-        await exportBlock({ startedAt: current.startedAt, endedAt: current.startedAt + blockedMs, blockedMs, ongoing: false, native: first === undefined, capture, wait, link: await detectionSpan });
+        await exportBlock({ startedAt: current.startedAt, endedAt: current.startedAt + blockedMs, blockedMs, ongoing: false, native, unread, capture, wait, link: await detectionSpan });
       } catch (err) {
         log(`lifeline: exporting the span of an event loop block failed: ${String(err)}`);
       }
@@ -237,14 +242,17 @@ function blockedStatus(published: HealthStatus, blockedMs: number, frames: reado
  * blocked in a native call (sync I/O, `execSync`) only once that call returns, and then pauses in
  * its caller. The debugger is enabled only for this.
  */
-function capture(): { first: Promise<Capture | undefined>; landed: Promise<Capture | undefined> } {
+function capture(): { first: Promise<Capture | undefined>; landed: Promise<Capture | undefined>; unread?: string } {
+  const none = Promise.resolve(undefined);
+  // A debugger's breakpoint would be released by the resume below: leave its thread alone.
+  if (Atomics.load(beats, INSPECTOR_OPEN) === 1) return { first: none, landed: none, unread: 'an inspector is open' };
   const session = new Session();
   try {
     session.connectToMainThread();
   } catch (err) {
     // No inspector in this build of Node, or it refused: the block is still reported, without frames.
     log(`lifeline: the event loop is blocked and its stack cannot be read: ${String(err)}`);
-    return { first: Promise.resolve(undefined), landed: Promise.resolve(undefined) };
+    return { first: none, landed: none, unread: 'no inspector' };
   }
   const scripts = new Map<string, string>();
   session.on('Debugger.scriptParsed', (message) => {
@@ -307,6 +315,8 @@ interface BlockReport {
   ongoing: boolean;
   /** Blocked outside JavaScript: the inspector could not pause it within the capture timeout. */
   native: boolean;
+  /** Why the stack was not read, if it was not tried. */
+  unread: string | undefined;
   capture: Capture | undefined;
   wait: string | undefined;
   link: Link['context'] | undefined;
@@ -323,7 +333,7 @@ async function exportBlock(report: BlockReport): Promise<Link['context'] | undef
   const frames = report.capture?.frames ?? [];
   const top = topUserFrame(frames);
   const seconds = (report.blockedMs / 1_000).toFixed(1);
-  const where = top !== undefined ? ` in ${describeFrame(top)}` : report.wait !== undefined ? ` outside JavaScript (${report.wait})` : '';
+  const where = top !== undefined ? ` in ${describeFrame(top)}` : report.unread !== undefined ? ` (stack not read: ${report.unread})` : report.wait !== undefined ? ` outside JavaScript (${report.wait})` : '';
   const links: Link[] = [];
   if (report.capture?.active !== undefined) links.push({ context: { ...report.capture.active, traceFlags: 1 }, attributes: { 'lifeline.link': 'active when blocked' } });
   if (report.link !== undefined) links.push({ context: report.link, attributes: { 'lifeline.link': 'detected' } });

@@ -1,5 +1,6 @@
 import { trace } from '@opentelemetry/api';
 import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { RedactionOptions } from '../diagnostics/index.js';
@@ -8,7 +9,7 @@ import { SELF_COMPONENT, type Health, type HealthStatus, type ProbeKind } from '
 import { loggerOrDefault, type Logger } from '../log/index.js';
 import type { ProbeServer } from '../probe/index.js';
 import { describeFrame, topUserFrame, type BlockedFrame } from './frames.js';
-import type { BlockMessage, FromWatchdog, ServedProbeOptions, ToWatchdog, WatchdogWorkerData } from './messages.js';
+import { BEAT, HEARTBEAT_SLOTS, INSPECTOR_OPEN, type BlockMessage, type FromWatchdog, type ServedProbeOptions, type ToWatchdog, type WatchdogWorkerData } from './messages.js';
 
 /** Options of {@link startWatchdog}. */
 export interface WatchdogOptions {
@@ -70,6 +71,15 @@ const PROBES: readonly ProbeKind[] = ['live', 'ready', 'startup'];
 
 const HOOK = Symbol.for('otel-lifeline.watchdog');
 
+/** The open inspector server's URL; a Node built without the inspector has none. */
+const inspectorUrl = ((): (() => string | undefined) => {
+  try {
+    return (createRequire(import.meta.url)('node:inspector') as typeof import('node:inspector')).url;
+  } catch {
+    return () => undefined;
+  }
+})();
+
 /**
  * Starts a watchdog thread for the event loop of this (the main) thread. This thread bumps a
  * counter in shared memory on a timer; when the counter stands still for `thresholdMs`, the
@@ -95,16 +105,18 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
 
   // A beat every quarter threshold (at most 250 ms): a block is seen within 1¼ thresholds.
   const periodMs = Math.max(5, Math.min(250, thresholdMs / 4));
-  const heartbeat = new SharedArrayBuffer(4);
+  const heartbeat = new SharedArrayBuffer(HEARTBEAT_SLOTS * Int32Array.BYTES_PER_ELEMENT);
   const beats = new Int32Array(heartbeat);
   let served: Health | undefined;
   const published = new Map<ProbeKind, HealthStatus>();
   const beat = setInterval(() => {
-    Atomics.add(beats, 0, 1);
+    Atomics.add(beats, BEAT, 1);
+    Atomics.store(beats, INSPECTOR_OPEN, inspectorUrl() === undefined ? 0 : 1);
     publish();
   }, periodMs).unref();
 
-  (globalThis as Record<symbol, unknown>)[HOOK] = { activeSpan: activeSpanId };
+  const hook = { activeSpan: activeSpanId };
+  (globalThis as Record<symbol, unknown>)[HOOK] = hook;
   const data: WatchdogWorkerData = {
     heartbeat,
     thresholdMs,
@@ -239,6 +251,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     close() {
       closing ??= (async () => {
         clearInterval(beat);
+        if ((globalThis as Record<symbol, unknown>)[HOOK] === hook) delete (globalThis as Record<symbol, unknown>)[HOOK];
         await worker.terminate();
       })();
       return closing;

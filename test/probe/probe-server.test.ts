@@ -131,6 +131,23 @@ describe('probe server (SPEC §7)', () => {
     expect(Date.now() - started).toBeLessThan(1_000);
   });
 
+  it('where the event loop is blocked (code locations) is shown only to a client on this machine; others see for how long', async () => {
+    const eventLoop = { blockedMs: 4_200, blockedIn: 'crunchReport (/srv/app/report.mjs:14)', frames: ['crunchReport (/srv/app/report.mjs:14:3)'] };
+    const blocked = { ok: false, healthy: [], unhealthy: ['healthcheck'], eventLoop };
+    const server = await startProbeServer({ health: { status: () => blocked, diagnose: () => Promise.reject(new Error('blocked')) }, port: 0, logger: recordingLogger() });
+    cleanup.push(() => server.close());
+    const bodyOf = (answer: string) => JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as unknown;
+    const local = await rawExchange(server.port, `GET /live HTTP/1.1\r\nhost: localhost:${String(server.port)}\r\nconnection: close\r\n\r\n`);
+    expect(local.answer).toMatch(/^HTTP\/1\.1 503 /);
+    expect(bodyOf(local.answer)).toEqual({ status: 'fail', healthy: [], unhealthy: ['healthcheck'], eventLoop });
+    // The kubelet probes by the pod's address; a page rebinding its DNS name to loopback sends its own name.
+    for (const host of ['10.1.2.3:5555', 'rebind.example:5555']) {
+      const remote = await rawExchange(server.port, `GET /live HTTP/1.1\r\nhost: ${host}\r\nconnection: close\r\n\r\n`);
+      expect(remote.answer).toMatch(/^HTTP\/1\.1 503 /);
+      expect(bodyOf(remote.answer)).toEqual({ status: 'fail', healthy: [], unhealthy: ['healthcheck'], eventLoop: { blockedMs: 4_200 } });
+    }
+  });
+
   it('close() is idempotent and frees the port', async () => {
     const { server } = await serve();
     await Promise.all([server.close(), server.close()]);

@@ -96,6 +96,18 @@ describe('a blocked event loop explains itself: the watchdog thread exports the 
     expect(verdicts()).toEqual([]);
   });
 
+  it('with an inspector open (a debugger may hold a breakpoint), the thread is not paused nor resumed: the block is reported without frames', async () => {
+    const { app, waitFor } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: 'busy' }, ['--inspect=127.0.0.1:0']);
+    const [detected] = await waitFor(1, ongoing);
+    const [ended] = await waitFor(1, whole);
+    for (const span of [detected, ended]) {
+      expect(span?.statusMessage).toMatch(/^event loop (was )?blocked for \d+\.\d s \(stack not read: an inspector is open\)$/);
+      expect(span?.attributes['code.function.name']).toBeUndefined();
+      expect(span?.attributes['lifeline.event_loop.native']).toBe(false);
+    }
+    expect(app.stderr()).toContain('Debugger listening on ws://127.0.0.1:');
+  });
+
   it('outside JavaScript (execSync): exported at once with the kernel wait, then the caller of the native call', async () => {
     const { waitFor } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: 'exec' });
     const [detected] = await waitFor(1, ongoing);
