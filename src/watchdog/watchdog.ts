@@ -251,7 +251,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     close() {
       closing ??= (async () => {
         clearInterval(beat);
-        if ((globalThis as Record<symbol, unknown>)[HOOK] === hook) delete (globalThis as Record<symbol, unknown>)[HOOK];
+        if ((globalThis as Record<symbol, unknown>)[HOOK] === hook) Reflect.deleteProperty(globalThis, HOOK);
         await worker.terminate();
       })();
       return closing;
