@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import { SourceMap, type SourceMapPayload } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -50,9 +50,20 @@ function nameOf(frame: BlockedFrame): string {
 }
 
 /**
+ * The watchdog thread has a small heap (a map's decoded mappings take several times its JSON):
+ * bigger maps are not read, and their frames stay as compiled. Scripts above MAX_SCRIPT_BYTES
+ * (bundles) are searched for a map file named at their end only.
+ */
+const MAX_MAP_BYTES = 2 * 1024 * 1024;
+const MAX_SCRIPT_BYTES = 4 * 1024 * 1024;
+const TAIL_BYTES = 4_096;
+/** Maps kept at once; past it the cache starts over (captures are at most one a minute). */
+const MAX_MAPS = 32;
+
+/**
  * Maps frames of compiled files to their sources through each file's `sourceMappingURL` (inline,
  * or a file beside it), as `--enable-source-maps` maps error stacks. A frame whose file has no
- * readable map stays as it is. Each file's map is read once.
+ * readable map, or one too big for this thread, stays as it is. Each file's map is read once.
  */
 export class SourceMapper {
   readonly #maps = new Map<string, SourceMap | undefined>();
@@ -73,17 +84,39 @@ export class SourceMapper {
     if (this.#maps.has(file)) return this.#maps.get(file);
     let map: SourceMap | undefined;
     try {
-      const code = readFileSync(file, 'utf8');
-      const url = /\/\/[#@] sourceMappingURL=(\S+)\s*$/.exec(code)?.[1];
-      if (url !== undefined) {
-        const inline = /^data:application\/json;(?:charset=utf-8;)?base64,(.*)$/.exec(url)?.[1];
-        const json = inline !== undefined ? Buffer.from(inline, 'base64').toString('utf8') : readFileSync(resolve(dirname(file), decodeURIComponent(url)), 'utf8');
-        map = new SourceMap(JSON.parse(json) as SourceMapPayload);
-      }
+      const json = mapJson(file);
+      map = json === undefined ? undefined : new SourceMap(JSON.parse(json) as SourceMapPayload);
     } catch {
       map = undefined; // an unreadable file or map: its frames stay as compiled
     }
+    if (this.#maps.size >= MAX_MAPS) this.#maps.clear();
     this.#maps.set(file, map);
     return map;
+  }
+}
+
+/** The JSON of `file`'s source map, if it names one small enough to read. */
+function mapJson(file: string): string | undefined {
+  const size = statSync(file).size;
+  const url = sourceMappingUrl(size <= MAX_SCRIPT_BYTES ? readFileSync(file, 'utf8') : tailOf(file, size));
+  if (url === undefined) return undefined;
+  const inline = /^data:application\/json;(?:charset=utf-8;)?base64,(.*)$/.exec(url)?.[1];
+  if (inline !== undefined) return (inline.length / 4) * 3 <= MAX_MAP_BYTES ? Buffer.from(inline, 'base64').toString('utf8') : undefined;
+  const path = resolve(dirname(file), decodeURIComponent(url));
+  return statSync(path).size <= MAX_MAP_BYTES ? readFileSync(path, 'utf8') : undefined;
+}
+
+function sourceMappingUrl(code: string): string | undefined {
+  return /\/\/[#@] sourceMappingURL=(\S+)\s*$/.exec(code)?.[1];
+}
+
+function tailOf(file: string, size: number): string {
+  const fd = openSync(file, 'r');
+  try {
+    const tail = Buffer.alloc(Math.min(size, TAIL_BYTES));
+    readSync(fd, tail, 0, tail.length, size - tail.length);
+    return tail.toString('utf8');
+  } finally {
+    closeSync(fd);
   }
 }
