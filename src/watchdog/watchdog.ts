@@ -7,7 +7,7 @@ import type { RedactionOptions } from '../diagnostics/index.js';
 import { invalidOption, LifelineError } from '../errors/index.js';
 import { SELF_COMPONENT, type Health, type HealthStatus, type ProbeKind } from '../health/index.js';
 import { loggerOrDefault, type Logger } from '../log/index.js';
-import type { ProbeServer } from '../probe/index.js';
+import { startProbeServer, type ProbeServer } from '../probe/index.js';
 import { describeFrame, topUserFrame, type BlockedFrame } from './frames.js';
 import { BEAT, HEARTBEAT_SLOTS, INSPECTOR_OPEN, type BlockMessage, type FromWatchdog, type ServedProbeOptions, type ToWatchdog, type WatchdogWorkerData } from './messages.js';
 
@@ -144,6 +144,9 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   };
   const replies = new Set<(message: FromWatchdog) => boolean>();
   let gone = false;
+  let closing: Promise<void> | undefined;
+  /** Serves the probes on this thread, should the watchdog thread exit while serving them. */
+  let takeOver: (() => void) | undefined;
   worker.on('message', (message: FromWatchdog) => {
     switch (message.type) {
       case 'block': {
@@ -170,8 +173,15 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     logger.warn({ err: String(err) }, 'lifeline: the watchdog thread failed; blocked event loops are not reported');
   });
   // A thread that is gone answers nothing: whoever waits for it is told at once.
-  worker.on('exit', () => {
+  worker.on('exit', (code) => {
     gone = true;
+    // Not closed by us (a crash, its heap limit): the probes it served must not go with it, or the
+    // kubelet restarts a healthy pod. They are served from this thread again, as without a watchdog.
+    if (closing === undefined) {
+      clearInterval(beat);
+      logger.warn({ code }, `lifeline: the watchdog thread exited; blocked event loops are not reported${takeOver === undefined ? '' : ', and probes are served on the main thread'}`);
+      takeOver?.();
+    }
     for (const reply of replies) reply({ type: 'serve-failed', name: 'Error', code: undefined, message: 'the watchdog thread exited' });
     for (const reply of replies) reply({ type: 'probes-closed' });
     replies.clear();
@@ -217,7 +227,6 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     });
   }
 
-  let closing: Promise<void> | undefined;
   return {
     thresholdMs,
     async serveProbes(health, options = {}) {
@@ -233,14 +242,27 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
         throw reply.name === 'LifelineError' && reply.code !== undefined ? new LifelineError(reply.code as LifelineError['code'], reply.message) : Object.assign(new Error(reply.message), { code: reply.code });
       }
       let stopping: Promise<void> | undefined;
+      let fallback: Promise<ProbeServer | undefined> | undefined;
+      takeOver = () => {
+        takeOver = undefined;
+        fallback = startProbeServer({ ...options, port: reply.port, health, logger }).catch((err: unknown) => {
+          logger.warn({ err: err instanceof Error ? err.message : String(err), port: reply.port }, 'lifeline: the probes could not be served on the main thread');
+          return undefined;
+        });
+      };
       return {
         port: reply.port,
         url: reply.url,
         close() {
           stopping ??= (async () => {
-            const closed = awaitReply((message) => (message.type === 'probes-closed' ? true : undefined));
-            send({ type: 'close-probes' });
-            await closed;
+            takeOver = undefined;
+            if (fallback !== undefined) {
+              await (await fallback)?.close();
+            } else {
+              const closed = awaitReply((message) => (message.type === 'probes-closed' ? true : undefined));
+              send({ type: 'close-probes' });
+              await closed;
+            }
             served = undefined;
           })();
           return stopping;

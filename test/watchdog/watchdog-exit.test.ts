@@ -1,0 +1,48 @@
+import type { Worker } from 'node:worker_threads';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+// The built package: the watchdog thread runs from its own compiled file.
+import { Health, type Logger } from '../../dist/index.js';
+import { startWatchdog } from '../../dist/watchdog/index.js';
+
+// Only records each Worker made, so the test can end the watchdog thread as a crash would.
+const { workers } = vi.hoisted(() => ({ workers: [] as Worker[] }));
+vi.mock('node:worker_threads', async (importOriginal) => {
+  const real = await importOriginal<typeof import('node:worker_threads')>();
+  class RecordedWorker extends real.Worker {
+    constructor(...args: ConstructorParameters<typeof real.Worker>) {
+      super(...args);
+      workers.push(this);
+    }
+  }
+  return { ...real, Worker: RecordedWorker };
+});
+
+const cleanup: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const fn of cleanup.splice(0).reverse()) await fn();
+});
+
+describe('the watchdog thread exits on its own (a crash, its heap limit)', () => {
+  it('the probes it served are served from the main thread again, on the same port; it says so', async () => {
+    const lines: string[] = [];
+    const logger: Logger = { warn: (_obj, msg) => lines.push(msg), info: () => undefined, debug: () => undefined };
+    const health = new Health({ interval: 60_000 });
+    const watchdog = startWatchdog({ thresholdMs: 1_000, exportSpans: false, logger });
+    const probes = await watchdog.serveProbes(health, { port: 0, host: '127.0.0.1' });
+    cleanup.push(() => health.close(), () => watchdog.close(), () => probes.close());
+    const live = () => fetch(`${probes.url}/live`).then((r) => r.status, () => 0);
+    expect(await live()).toBe(200);
+
+    const thread = workers.at(-1);
+    const exited = new Promise((resolve) => thread?.once('exit', resolve));
+    await thread?.terminate();
+    await exited;
+    let status = await live();
+    const until = Date.now() + 5_000;
+    while (status !== 200 && Date.now() < until) status = await new Promise((resolve) => setTimeout(resolve, 20)).then(live);
+    expect(status).toBe(200);
+    expect(lines).toContain('lifeline: the watchdog thread exited; blocked event loops are not reported, and probes are served on the main thread');
+    await probes.close();
+    expect(await live()).toBe(0);
+  });
+});
