@@ -29,7 +29,13 @@ describe('the watchdog thread exits on its own (a crash, its heap limit)', () =>
     const health = new Health({ interval: 60_000 });
     const watchdog = startWatchdog({ thresholdMs: 1_000, exportSpans: false, logger });
     const probes = await watchdog.serveProbes(health, { port: 0, host: '127.0.0.1' });
-    cleanup.push(() => health.close(), () => watchdog.close(), () => probes.close());
+    cleanup.push(
+      () => {
+        health.close();
+      },
+      () => watchdog.close(),
+      () => probes.close(),
+    );
     const live = () => fetch(`${probes.url}/live`).then((r) => r.status, () => 0);
     expect(await live()).toBe(200);
 
