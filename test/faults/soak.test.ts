@@ -16,6 +16,7 @@ let host: TestHost;
 let dependency: Server;
 let service: ChildProcess;
 const calls: { outcome: string }[] = [];
+const blocks: string[] = [];
 
 beforeAll(async () => {
   host = createTestHost();
@@ -31,6 +32,10 @@ beforeAll(async () => {
     OTEL_TRACES_EXPORTER: 'none',
   });
   createInterface({ input: service.stdout as NodeJS.ReadableStream }).on('line', (line) => calls.push(JSON.parse(line) as { outcome: string }));
+  // The watchdog (threshold 500 ms here) logs every block it sees: a healthy loop has none.
+  createInterface({ input: service.stderr as NodeJS.ReadableStream }).on('line', (line) => {
+    if (line.includes('lifeline: event loop blocked')) blocks.push(line);
+  });
   await new Promise((resolve) => setTimeout(resolve, 3_000));
 });
 afterAll(async () => {
@@ -86,7 +91,7 @@ describe(`soak: ${SOAK_MS / 1_000} s of ticks, calls and blackholes`, { timeout:
     const handleGrowth = Math.max(...last.map(handles)) - Math.max(...first.map(handles));
     const outcomes = calls.reduce<Record<string, number>>((acc, c) => ({ ...acc, [c.outcome]: (acc[c.outcome] ?? 0) + 1 }), {});
     console.log(
-      `soak ${SOAK_MS / 1_000} s: ${probes} liveness probes, ${notOk} not 200; ${calls.length} calls ${JSON.stringify(outcomes)}; heap median first→last fifth ${(median(first.map((s) => s.heapUsed)) / 2 ** 20).toFixed(1)}→${(median(last.map((s) => s.heapUsed)) / 2 ** 20).toFixed(1)} MB, RSS ${rssGrowthMb.toFixed(1)} MB growth, handles ${Math.max(...first.map(handles))}→${Math.max(...last.map(handles))}`,
+      `soak ${SOAK_MS / 1_000} s: ${probes} liveness probes, ${notOk} not 200; ${calls.length} calls ${JSON.stringify(outcomes)}; heap median first→last fifth ${(median(first.map((s) => s.heapUsed)) / 2 ** 20).toFixed(1)}→${(median(last.map((s) => s.heapUsed)) / 2 ** 20).toFixed(1)} MB, RSS ${rssGrowthMb.toFixed(1)} MB growth, handles ${Math.max(...first.map(handles))}→${Math.max(...last.map(handles))}; event-loop blocks reported by the watchdog: ${String(blocks.length)}${blocks.length === 0 ? '' : ` (${blocks.join(' | ')})`}`,
     );
     expect(notOk).toBe(0);
     expect(outcomes.deadline ?? 0).toBeGreaterThan(0);
