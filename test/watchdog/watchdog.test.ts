@@ -1,8 +1,9 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { blockingLine } from '../support/blocking.js';
 import { freePort, ROOT, runNode } from '../support/node.js';
 import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { startService, type ChildService } from '../support/service.js';
@@ -14,13 +15,6 @@ const cleanup: (() => Promise<unknown> | undefined)[] = [];
 afterEach(async () => {
   for (const fn of cleanup.splice(0).reverse()) await fn();
 });
-
-/** The 1-based line of `// blocks here` in the function `name` of `file`: where the top frame must point. */
-function blockingLine(file: string, name: string): number {
-  const lines = readFileSync(file, 'utf8').split('\n');
-  const start = lines.findIndex((line) => line.includes(`function ${name}(`));
-  return start + 1 + lines.slice(start).findIndex((line) => line.includes('// blocks here'));
-}
 
 async function blockingService(
   script: string,
@@ -110,15 +104,19 @@ describe('a blocked event loop explains itself: the watchdog thread exports the 
     expect(app.stderr()).toContain('Debugger listening on ws://127.0.0.1:');
   });
 
-  it('outside JavaScript (execSync): exported at once with the kernel wait, then the caller of the native call', async () => {
-    const { waitFor } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: 'exec' });
+  it.each([
+    ['exec', 'execSync', 'runReportTool'],
+    ['fs', 'a sync read of a pipe', 'readSpool'],
+  ])('outside JavaScript (%s: %s): exported at once with the kernel wait, then the caller of the native call', async (block, _what, fn) => {
+    const { waitFor } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: block });
     const [detected] = await waitFor(1, ongoing);
     expect(detected?.attributes['lifeline.event_loop.native']).toBe(true);
     expect(detected?.attributes['code.function.name']).toBeUndefined();
     expect(detected?.statusMessage).toMatch(/blocked for \d+\.\d s outside JavaScript/);
+    expect(detected?.attributes['lifeline.event_loop.wait']).toMatch(/\(syscall \d+\)$/);
     const [ended] = await waitFor(1, whole);
-    expect(ended?.attributes['code.function.name']).toBe('runReportTool');
-    expect(ended?.attributes['code.line.number']).toBe(blockingLine(MJS, 'runReportTool'));
+    expect(ended?.attributes['code.function.name']).toBe(fn);
+    expect(ended?.attributes['code.line.number']).toBe(blockingLine(MJS, fn));
   });
 
   it('blocked until killed: the evidence is exported before the process dies', async () => {
