@@ -1,8 +1,10 @@
 import type { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-// The built package: the watchdog thread runs from its own compiled file.
-import { Health, type Logger } from '../../dist/index.js';
-import { startWatchdog } from '../../dist/watchdog/index.js';
+import type * as Lifeline from '../../src/index.js';
+
+// The built package (`npm test` builds first): the watchdog thread runs from its own compiled file.
+const built = '../../dist/index.js';
+const { Health, startWatchdog } = (await import(built)) as typeof Lifeline;
 
 // Only records each Worker made, so the test can end the watchdog thread as a crash would.
 const { workers } = vi.hoisted(() => ({ workers: [] as Worker[] }));
@@ -25,7 +27,7 @@ afterEach(async () => {
 describe('the watchdog thread exits on its own (a crash, its heap limit)', () => {
   it('the probes it served are served from the main thread again, on the same port; it says so', async () => {
     const lines: string[] = [];
-    const logger: Logger = { warn: (_obj, msg) => lines.push(msg), info: () => undefined, debug: () => undefined };
+    const logger: Lifeline.Logger = { warn: (_obj, msg) => lines.push(msg), info: () => undefined, debug: () => undefined };
     const health = new Health({ interval: 60_000 });
     const watchdog = startWatchdog({ thresholdMs: 1_000, exportSpans: false, logger });
     const probes = await watchdog.serveProbes(health, { port: 0, host: '127.0.0.1' });
