@@ -2,7 +2,7 @@ import { context } from '@opentelemetry/api';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createRequire } from 'node:module';
 import type { ClientRequest, IncomingMessage } from 'node:http';
-import { DeadlineExceededError, DeadlineTimer, markEndedByDeadline, type DeadlineSource } from '../deadline/index.js';
+import { DeadlineExceededError, DeadlineTimer, markEndedByDeadline, monotonicNow, type DeadlineSource } from '../deadline/index.js';
 import { callDeadline, callerDeadline, deadlineHeader, DeadlinePolicy, headersBoundAt, type CallDeadline, type CallProgress, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
 import { DEADLINE_HEADER } from '../propagation/index.js';
 
@@ -80,7 +80,15 @@ function bound(request: ClientRequest, policy: DeadlinePolicy): void {
     if (header !== undefined) request.setHeader(DEADLINE_HEADER, header);
   }
   const bounded = request as BoundRequest;
-  bounded[TIMER] = new DeadlineTimer<Expiry>(deadline.at, expire, { request, at: deadline.at, source: deadline.source, progress: 'dispatched' }, deadline.monotonicAt);
+  const expiry: Expiry = { request, at: deadline.at, source: deadline.source, progress: 'dispatched' };
+  // Already past: ended before the request can take a socket (a kept-alive one writes it at once,
+  // and a 0 ms timer can lose to a fast answer). Not in this constructor call: the caller has no
+  // 'error' listener yet.
+  if (deadline.monotonicAt <= monotonicNow()) {
+    process.nextTick(expire, expiry);
+    return;
+  }
+  bounded[TIMER] = new DeadlineTimer<Expiry>(deadline.at, expire, expiry, deadline.monotonicAt);
   if (deadline.untilHeaders) {
     bounded[UNTIL_HEADERS] = deadline;
     request.once('finish', onRequestSent);

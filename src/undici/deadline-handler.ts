@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { DeadlineExceededError, DeadlineTimer, type DeadlineSource } from '../deadline/index.js';
+import { DeadlineExceededError, DeadlineTimer, monotonicNow, monotonicOf, type DeadlineSource } from '../deadline/index.js';
 import { headersBoundAt, type CallDeadline } from '../policy/index.js';
 
 type Controller = Dispatcher.DispatchController;
@@ -102,6 +102,9 @@ export abstract class DeadlineHandler {
 
   /** Arms the deadline timer; call once, right before dispatching. */
   arm(): void {
+    // Already past: the request must never start. A 0 ms timer alone can lose to a fast answer on
+    // a busy loop (the response is read in the same poll phase), so onRequestStart sees it now.
+    if ((this.#monotonicAt ?? monotonicOf(this.#at)) <= monotonicNow()) this.#expired = new DeadlineExceededError(this.#at, this.#source);
     this.#timer = new DeadlineTimer<DeadlineHandler>(this.#at, DeadlineHandler.#onDeadline, this, this.#monotonicAt);
   }
 
@@ -178,8 +181,7 @@ export abstract class DeadlineHandler {
 
   #expire(): void {
     this.#timer = undefined;
-    const error = new DeadlineExceededError(this.#at, this.#source);
-    this.#expired = error;
+    const error = (this.#expired ??= new DeadlineExceededError(this.#at, this.#source));
     if (this.#controller !== undefined) {
       this.#controller.abort(error);
     } else if (this.#cancelQueued !== undefined) {

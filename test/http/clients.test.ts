@@ -94,6 +94,20 @@ describe.each(cases)('%s %s', (client, _phase, server, path) => {
   });
 });
 
+describe.each(NODE_HTTP_CLIENTS)('%s under a deadline already passed', (client) => {
+  it('fails with the deadline error, and the request never reaches a fast server, even on a kept-alive connection', async () => {
+    const call = CLIENTS[client] as Client;
+    const url = `${servers.ok?.url ?? ''}/passed`;
+    await withTimeout(5_000, () => call(url)); // a kept-alive connection, where the client keeps one
+    const seen = servers.ok?.requests() ?? 0;
+    for (let i = 0; i < 10; i++) {
+      const { error } = await lateness(-1, () => call(url));
+      expect(isDeadlineExceeded(error) || isDeadlineExceeded((error as { cause?: unknown }).cause)).toBe(true);
+    }
+    expect(servers.ok?.requests()).toBe(seen);
+  });
+});
+
 describe.each(NODE_HTTP_CLIENTS)('%s queued in an http.Agent with maxSockets reached', (client) => {
   it('ends at the deadline; the agent serves the next call normally', async () => {
     const call = CLIENTS[client];

@@ -58,6 +58,17 @@ describe.each(Object.entries(CLIENTS))('%s under a deadline (SPEC §6)', (_name,
     expect(lateMs).toBeLessThan(150);
   });
 
+  it('a passed deadline never lets the request start, even on a kept-alive connection to a fast server', async () => {
+    const url = `${servers.ok?.url ?? ''}/warm`;
+    await withTimeout(5_000, () => call(url)); // the connection is open and idle now
+    const seen = servers.ok?.requests() ?? 0;
+    for (let i = 0; i < 20; i++) {
+      const { error } = await lateness(-1, () => call(url));
+      expect(isDeadlineExceeded(error)).toBe(true);
+    }
+    expect(servers.ok?.requests()).toBe(seen);
+  });
+
   it('leaves a call that finishes first alone', async () => {
     await expect(withTimeout(5_000, () => call(`${servers.ok?.url ?? ''}/fast`))).resolves.not.toThrow();
   });
