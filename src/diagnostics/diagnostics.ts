@@ -111,15 +111,15 @@ export class Diagnostics implements HealthDiagnostics {
   /**
    * The event loop was blocked past the catalog's own limit: meanwhile the watchdog thread answered
    * probes 503 and no round could record a verdict. Records it now that the loop runs again — a
-   * `health verdict` for `snapshot.unhealthy` (which names the catalog's `healthcheck`) with
+   * `health verdict` for `snapshot().unhealthy` (which names the catalog's `healthcheck`; built only when emitted) with
    * `lifeline.event_loop.blocked_ms`, `lifeline.event_loop.blocked_in` and a link to the watchdog's
    * span. At most one per `minIntervalMs`.
    */
-  onEventLoopBlock(block: BlockedLoop, snapshot: DiagnosticSnapshot): void {
+  onEventLoopBlock(block: BlockedLoop, snapshot: () => DiagnosticSnapshot): void {
     const now = Date.now();
     if (this.#lastBlockEmit !== undefined && now - this.#lastBlockEmit < this.#minIntervalMs) return;
     this.#lastBlockEmit = now;
-    this.#emit(snapshot, block);
+    this.#emit(snapshot(), block);
   }
 
   snapshot(unhealthy: readonly DiagnosedComponent[]): DiagnosticSnapshot {

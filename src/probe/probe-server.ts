@@ -173,11 +173,16 @@ function answer(
     bodies.set(status, body);
   }
   // Where the loop is blocked names code locations: as with the diagnostics dump, only for this machine.
-  send(req, res, status.ok ? 200 : 503, body.local !== body.remote && isLoopback(req.socket.remoteAddress) && isLoopbackHost(req.headers.host) ? body.local : body.remote);
+  send(req, res, status.ok ? 200 : 503, body.local !== body.remote && fromThisMachine(req) ? body.local : body.remote);
   if (!status.ok) logFailure(probe, status.unhealthy);
 }
 
 const bodies = new WeakMap<HealthStatus, { local: Buffer; remote: Buffer }>();
+
+/** A client on this machine, by its address and by the name it asked for (not a page rebinding its DNS name to loopback). */
+function fromThisMachine(req: IncomingMessage): boolean {
+  return isLoopback(req.socket.remoteAddress) && isLoopbackHost(req.headers.host);
+}
 
 /** A probe answer's body: `local` with where the event loop is blocked, `remote` with only for how long. */
 function probeBodies(status: HealthStatus): { local: Buffer; remote: Buffer } {

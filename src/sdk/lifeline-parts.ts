@@ -213,8 +213,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
               ...options.watchdog,
               onBlock: (block) => {
                 try {
-                  // Past the catalog's own limit the probes failed while no round could record it.
-                  if (block.blockedMs >= health.stallAfterMs) diagnostics.onEventLoopBlock(block, withSelfCheckFailed(health.diagnose()));
+                  // The probes answered 503 meanwhile, and no round could record that verdict.
+                  if (block.failedProbes) diagnostics.onEventLoopBlock(block, () => withSelfCheckFailed(health.diagnose()));
                 } finally {
                   onBlock?.(block);
                 }

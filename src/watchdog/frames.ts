@@ -50,15 +50,17 @@ function nameOf(frame: BlockedFrame): string {
 }
 
 /**
- * The watchdog thread has a small heap (a map's decoded mappings take several times its JSON):
- * bigger maps are not read, and their frames stay as compiled. Scripts above MAX_SCRIPT_BYTES
- * (bundles) are searched for a map file named at their end only.
+ * The watchdog thread has a small heap (64 MB), and Node's `SourceMap` decodes every mapping at
+ * once, ~21 bytes per character of `mappings` (measured on Node 24): a map whose file is over
+ * MAX_MAP_BYTES, or whose mappings are over MAX_MAPPINGS (~11 MB decoded), is not read (its frames
+ * stay as compiled), and the maps kept hold at most MAX_KEPT_MAPPINGS (~22 MB), oldest dropped first. Scripts above
+ * MAX_SCRIPT_BYTES (bundles) are searched for a map file named at their end only.
  */
-const MAX_MAP_BYTES = 2 * 1024 * 1024;
+const MAX_MAP_BYTES = 4 * 1024 * 1024;
+const MAX_MAPPINGS = 512 * 1024;
+const MAX_KEPT_MAPPINGS = 1024 * 1024;
 const MAX_SCRIPT_BYTES = 4 * 1024 * 1024;
 const TAIL_BYTES = 4_096;
-/** Maps kept at once; past it the cache starts over (captures are at most one a minute). */
-const MAX_MAPS = 32;
 
 /**
  * Maps frames of compiled files to their sources through each file's `sourceMappingURL` (inline,
@@ -66,7 +68,9 @@ const MAX_MAPS = 32;
  * readable map, or one too big for this thread, stays as it is. Each file's map is read once.
  */
 export class SourceMapper {
-  readonly #maps = new Map<string, SourceMap | undefined>();
+  /** Per file: its map and the length of its mappings (what its decoded form costs). */
+  readonly #maps = new Map<string, { map: SourceMap; mappings: number } | undefined>();
+  #keptMappings = 0;
 
   map(frames: readonly BlockedFrame[]): BlockedFrame[] {
     return frames.map((frame) => {
@@ -81,17 +85,24 @@ export class SourceMapper {
 
   #mapOf(file: string): SourceMap | undefined {
     if (!file.startsWith('/')) return undefined;
-    if (this.#maps.has(file)) return this.#maps.get(file);
-    let map: SourceMap | undefined;
+    if (this.#maps.has(file)) return this.#maps.get(file)?.map;
+    let kept: { map: SourceMap; mappings: number } | undefined;
     try {
       const json = mapJson(file);
-      map = json === undefined ? undefined : new SourceMap(JSON.parse(json) as SourceMapPayload);
+      const payload = json === undefined ? undefined : (JSON.parse(json) as SourceMapPayload);
+      const mappings = typeof payload?.mappings === 'string' ? payload.mappings.length : 0;
+      if (payload !== undefined && mappings <= MAX_MAPPINGS) kept = { map: new SourceMap(payload), mappings };
     } catch {
-      map = undefined; // an unreadable file or map: its frames stay as compiled
+      kept = undefined; // an unreadable file or map: its frames stay as compiled
     }
-    if (this.#maps.size >= MAX_MAPS) this.#maps.clear();
-    this.#maps.set(file, map);
-    return map;
+    this.#keptMappings += kept?.mappings ?? 0;
+    for (const [oldest, entry] of this.#maps) {
+      if (this.#keptMappings <= MAX_KEPT_MAPPINGS) break;
+      this.#maps.delete(oldest);
+      this.#keptMappings -= entry?.mappings ?? 0;
+    }
+    this.#maps.set(file, kept);
+    return kept?.map;
   }
 }
 

@@ -61,6 +61,8 @@ export interface BlockMessage {
   readonly wait?: string;
   /** Whether spans were exported for it (at most one block per `minReportIntervalMs`). */
   readonly reported: boolean;
+  /** Whether the probes served by the thread answered 503 during it (it lasted past the catalog's stall limit). */
+  readonly failedProbes: boolean;
   /** The `event loop blocked` span exported when it was detected. */
   readonly span?: { readonly traceId: string; readonly spanId: string };
 }

@@ -112,7 +112,7 @@ function ended(current: Block, now: number): void {
   const blockedMs = now - current.since;
   const report = current.report;
   if (report === undefined) {
-    tell({ type: 'block', blockedMs, startedAt: current.startedAt, frames: [], native: false, reported: false });
+    tell({ type: 'block', blockedMs, startedAt: current.startedAt, frames: [], native: false, reported: false, failedProbes: failsProbes(blockedMs) });
     return;
   }
   void report
@@ -121,7 +121,7 @@ function ended(current: Block, now: number): void {
       const capture = first ?? (await Promise.race([landed, sleep(config.captureTimeoutMs).then(() => undefined)]));
       // The main thread's verdict links to the span exported at detection, when that export is done.
       const span = await Promise.race([detectionSpan, sleep(config.captureTimeoutMs).then(() => undefined)]);
-      tell({ type: 'block', blockedMs, startedAt: current.startedAt, frames: capture?.frames ?? [], native, reported: true, ...(wait === undefined ? {} : { wait }), ...(span === undefined ? {} : { span: { traceId: span.traceId, spanId: span.spanId } }) });
+      tell({ type: 'block', blockedMs, startedAt: current.startedAt, frames: capture?.frames ?? [], native, reported: true, failedProbes: failsProbes(blockedMs), ...(wait === undefined ? {} : { wait }), ...(span === undefined ? {} : { span: { traceId: span.traceId, spanId: span.spanId } }) });
       try {
         await exportBlock({ startedAt: current.startedAt, endedAt: current.startedAt + blockedMs, blockedMs, ongoing: false, native, unread, capture, wait, link: await detectionSpan });
       } catch (err) {
@@ -145,7 +145,12 @@ const diagnoses = new Map<number, { resolve: (snapshot: DiagnosticSnapshot) => v
 let nextDiagnosis = 0;
 let probes: ProbeServer | undefined;
 /** Probes fail once a block lasts this long: when the catalog's own check would fail too. */
-let failProbesAfterMs = config.thresholdMs;
+let failProbesAfterMs: number | undefined;
+
+/** Whether the probes this thread serves answer 503 after a block this long. */
+function failsProbes(blockedMs: number): boolean {
+  return failProbesAfterMs !== undefined && blockedMs >= failProbesAfterMs;
+}
 
 parentPort?.on('message', (message: ToWatchdog) => {
   switch (message.type) {
@@ -193,7 +198,7 @@ const mirroredHealth: HealthView = {
     if (current === undefined || probe === 'startup') return published;
     // A shorter block changes no answer: the catalog would have answered 200 late, not 503.
     const blockedMs = performance.now() - current.since;
-    if (blockedMs < failProbesAfterMs) return published;
+    if (!failsProbes(blockedMs)) return published;
     return blockedStatus(published, blockedMs, current.frames);
   },
   async diagnose() {

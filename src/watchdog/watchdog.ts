@@ -41,6 +41,11 @@ export interface EventLoopBlock {
   readonly top: BlockedFrame | undefined;
   /** That frame as a person reads it: `crunchReport (/app/report.js:8)`. */
   readonly blockedIn: string | undefined;
+  /**
+   * Whether the probes served by the watchdog thread answered 503 during it: it lasted past both
+   * the threshold and the catalog's `stallAfterMs`.
+   */
+  readonly failedProbes: boolean;
   /** The `event loop blocked` span exported when the block was detected, if one was. */
   readonly span: { readonly traceId: string; readonly spanId: string } | undefined;
   /** Blocked outside JavaScript (sync I/O, a child process waited for); the frames are then its caller's. */
@@ -70,6 +75,9 @@ export interface Watchdog {
 const PROBES: readonly ProbeKind[] = ['live', 'ready', 'startup'];
 
 const HOOK = Symbol.for('otel-lifeline.watchdog');
+
+/** The reply of a thread that is gone, to whoever awaits one. */
+const THREAD_EXITED = { type: 'serve-failed', name: 'Error', code: 'ERR_WATCHDOG_EXITED', message: 'the watchdog thread exited' } as const;
 
 /** The open inspector server's URL; a Node built without the inspector has none. */
 const inspectorUrl = ((): (() => string | undefined) => {
@@ -109,9 +117,14 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   const beats = new Int32Array(heartbeat);
   let served: Health | undefined;
   const published = new Map<ProbeKind, HealthStatus>();
+  const noteInspector = (): void => {
+    Atomics.store(beats, INSPECTOR_OPEN, inspectorUrl() === undefined ? 0 : 1);
+  };
+  // Before the thread starts: `--inspect-brk` may stop this thread before its first beat.
+  noteInspector();
   const beat = setInterval(() => {
     Atomics.add(beats, BEAT, 1);
-    Atomics.store(beats, INSPECTOR_OPEN, inspectorUrl() === undefined ? 0 : 1);
+    noteInspector();
     publish();
   }, periodMs).unref();
 
@@ -144,9 +157,18 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   };
   const replies = new Set<(message: FromWatchdog) => boolean>();
   let gone = false;
+  /** Read through a call: TypeScript would narrow `gone` across an await it cannot see through. */
+  const threadGone = (): boolean => gone;
   let closing: Promise<void> | undefined;
   /** Serves the probes on this thread, should the watchdog thread exit while serving them. */
   let takeOver: (() => void) | undefined;
+  /** The probes served on this thread once the watchdog thread is gone. */
+  let mainProbes: Promise<ProbeServer | undefined> | undefined;
+  const closeMainProbes = async (): Promise<void> => {
+    const probes = mainProbes;
+    mainProbes = undefined;
+    await (await probes?.catch(() => undefined))?.close();
+  };
   worker.on('message', (message: FromWatchdog) => {
     switch (message.type) {
       case 'block': {
@@ -182,7 +204,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
       logger.warn({ code }, `lifeline: the watchdog thread exited; blocked event loops are not reported${takeOver === undefined ? '' : ', and probes are served on the main thread'}`);
       takeOver?.();
     }
-    for (const reply of replies) reply({ type: 'serve-failed', name: 'Error', code: undefined, message: 'the watchdog thread exited' });
+    for (const reply of replies) reply(THREAD_EXITED);
     for (const reply of replies) reply({ type: 'probes-closed' });
     replies.clear();
   });
@@ -212,7 +234,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   /** The next reply `accept` takes. The thread keeps the process alive meanwhile: an awaited start must not end it. */
   function awaitReply<T>(accept: (message: FromWatchdog) => T | undefined): Promise<T> {
     if (gone) {
-      const value = accept({ type: 'serve-failed', name: 'Error', code: undefined, message: 'the watchdog thread exited' }) ?? accept({ type: 'probes-closed' });
+      const value = accept(THREAD_EXITED) ?? accept({ type: 'probes-closed' });
       if (value !== undefined) return Promise.resolve(value);
     }
     worker.ref();
@@ -232,32 +254,38 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     async serveProbes(health, options = {}) {
       if (served !== undefined) throw new LifelineError('ERR_ALREADY_STARTED', 'this watchdog already serves probes');
       served = health;
+      /** The probes on this thread, as without a watchdog: the thread is gone (a crash, its heap limit). */
+      const onThisThread = (port: number | undefined): Promise<ProbeServer> => startProbeServer({ ...options, ...(port === undefined ? {} : { port }), health, logger });
+      if (gone) return (mainProbes = onThisThread(undefined));
       publish();
       const answer = awaitReply((message) => (message.type === 'serving' || message.type === 'serve-failed' ? message : undefined));
       send({ type: 'serve', options, stallAfterMs: health.stallAfterMs });
       const reply = await answer;
       if (reply.type === 'serve-failed') {
+        if (reply.code === THREAD_EXITED.code) return (mainProbes = onThisThread(undefined));
         served = undefined;
         published.clear();
         throw reply.name === 'LifelineError' && reply.code !== undefined ? new LifelineError(reply.code as LifelineError['code'], reply.message) : Object.assign(new Error(reply.message), { code: reply.code });
       }
-      let stopping: Promise<void> | undefined;
-      let fallback: Promise<ProbeServer | undefined> | undefined;
-      takeOver = () => {
+      const takeOverNow = (): void => {
         takeOver = undefined;
-        fallback = startProbeServer({ ...options, port: reply.port, health, logger }).catch((err: unknown) => {
+        mainProbes = onThisThread(reply.port).catch((err: unknown) => {
           logger.warn({ err: err instanceof Error ? err.message : String(err), port: reply.port }, 'lifeline: the probes could not be served on the main thread');
           return undefined;
         });
       };
+      // The thread may have exited between its answer and this line: its 'exit' found nothing to take over.
+      if (threadGone()) takeOverNow();
+      else takeOver = takeOverNow;
+      let stopping: Promise<void> | undefined;
       return {
         port: reply.port,
         url: reply.url,
         close() {
           stopping ??= (async () => {
             takeOver = undefined;
-            if (fallback !== undefined) {
-              await (await fallback)?.close();
+            if (mainProbes !== undefined) {
+              await closeMainProbes();
             } else {
               const closed = awaitReply((message) => (message.type === 'probes-closed' ? true : undefined));
               send({ type: 'close-probes' });
@@ -272,7 +300,9 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     publish,
     close() {
       closing ??= (async () => {
+        takeOver = undefined;
         clearInterval(beat);
+        await closeMainProbes();
         if ((globalThis as Record<symbol, unknown>)[HOOK] === hook) Reflect.deleteProperty(globalThis, HOOK);
         await worker.terminate();
       })();
@@ -297,6 +327,7 @@ function toBlock(message: BlockMessage): EventLoopBlock {
     top,
     blockedIn: top === undefined ? undefined : describeFrame(top),
     span: message.span,
+    failedProbes: message.failedProbes,
     native: message.native,
     message: `event loop blocked for ${(message.blockedMs / 1_000).toFixed(1)} s${where}`,
   };

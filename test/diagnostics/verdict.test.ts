@@ -153,11 +153,17 @@ describe('an unhealthy verdict explains itself (SPEC §8)', () => {
 
   it('a block of the event loop past the catalog\'s limit is recorded as a verdict: where, how long, linked to the watchdog\'s span; rate limited; redacted', async () => {
     const diagnostics = new Diagnostics({ inFlight, tracerProvider: provider, logger, minIntervalMs: 200 });
-    const snapshot = { ...catalog().diagnose(), unhealthy: ['healthcheck'] };
+    const health = catalog();
+    let built = 0;
+    const snapshot = () => {
+      built++;
+      return { ...health.diagnose(), unhealthy: ['healthcheck'] };
+    };
     const watchdogSpan = { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331' };
     diagnostics.onEventLoopBlock({ blockedMs: 6_123.4, blockedIn: `crunchReport (/srv/app.js:8) ?token=${TOKEN}`, span: watchdogSpan }, snapshot);
     diagnostics.onEventLoopBlock({ blockedMs: 7_000 }, snapshot);
     expect(verdicts()).toHaveLength(1);
+    expect(built).toBe(1); // a verdict the rate limit drops costs no snapshot
     const [verdict] = verdicts();
     expect(verdict?.attributes['lifeline.health.unhealthy']).toEqual(['healthcheck']);
     expect(verdict?.attributes['lifeline.event_loop.blocked_ms']).toBe(6_123);

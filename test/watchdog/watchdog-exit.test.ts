@@ -50,7 +50,26 @@ describe('the watchdog thread exits on its own (a crash, its heap limit)', () =>
     while (status !== 200 && Date.now() < until) status = await new Promise((resolve) => setTimeout(resolve, 20)).then(live);
     expect(status).toBe(200);
     expect(lines).toContain('lifeline: the watchdog thread exited; blocked event loops are not reported, and probes are served on the main thread');
-    await probes.close();
+    // Closing the watchdog closes what took its place.
+    await watchdog.close();
     expect(await live()).toBe(0);
+  });
+
+  it('gone before it was asked to serve: the probes are served on the main thread', async () => {
+    const health = new Health({ interval: 60_000 });
+    const watchdog = startWatchdog({ thresholdMs: 1_000, exportSpans: false, logger: { warn: () => undefined, info: () => undefined, debug: () => undefined } });
+    const thread = workers.at(-1);
+    const exited = new Promise((resolve) => thread?.once('exit', resolve));
+    await thread?.terminate();
+    await exited;
+    const probes = await watchdog.serveProbes(health, { port: 0, host: '127.0.0.1' });
+    cleanup.push(
+      () => {
+        health.close();
+      },
+      () => watchdog.close(),
+      () => probes.close(),
+    );
+    expect(await fetch(`${probes.url}/live`).then((r) => r.status)).toBe(200);
   });
 });
