@@ -45,6 +45,8 @@ export class RetryingExporter implements SpanExporter {
   #backoffMs: number;
   #timer: NodeJS.Timeout | undefined;
   #sending: Promise<void> | undefined;
+  /** The batch being sent, while it is. */
+  #sendingBatch: ReadableSpan[] | undefined;
   readonly #maxSpans: number;
   readonly #maxBytes: number;
   readonly #initialBackoffMs: number;
@@ -118,7 +120,9 @@ export class RetryingExporter implements SpanExporter {
     this.#pendingSpans += spans.length;
     this.#pendingBytes += bytes;
     while ((this.#pendingSpans > this.#maxSpans || this.#pendingBytes > this.#maxBytes) && this.#pending.length > 0) {
-      this.#drop(this.#shift().spans.length, 'buffer_full');
+      const evicted = this.#shift().spans;
+      // The batch on its way out is counted once its send is known to have failed: it may yet arrive.
+      if (evicted !== this.#sendingBatch) this.#drop(evicted.length, 'buffer_full');
     }
   }
 
@@ -159,15 +163,21 @@ export class RetryingExporter implements SpanExporter {
     this.#sending ??= (async () => {
       while (this.#pending.length > 0) {
         const batch = this.#pending[0]?.spans ?? [];
+        this.#sendingBatch = batch;
         const result = await new Promise<ExportResult>((resolve) => {
           this.exporter.export(batch, resolve);
         });
-        if (result.code !== ExportResultCode.SUCCESS && retryable(result)) break;
+        this.#sendingBatch = undefined;
+        const delivered = result.code === ExportResultCode.SUCCESS;
         // A full buffer may have dropped this very batch while it was being sent: then it is not the head.
-        if (this.#pending[0]?.spans !== batch) continue;
-        this.#shift();
-        if (result.code !== ExportResultCode.SUCCESS) this.#drop(batch.length, 'refused');
-        else this.#backoffMs = this.#initialBackoffMs;
+        const evicted = this.#pending[0]?.spans !== batch;
+        if (!delivered && retryable(result)) {
+          if (evicted) this.#drop(batch.length, 'buffer_full');
+          break;
+        }
+        if (delivered) this.#backoffMs = this.#initialBackoffMs;
+        else this.#drop(batch.length, 'refused');
+        if (!evicted) this.#shift();
       }
     })().finally(() => {
       this.#sending = undefined;

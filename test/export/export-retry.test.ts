@@ -134,6 +134,7 @@ describe('RetryingExporter bounds', () => {
       expect(received.filter((name) => name === 'first-0')).toHaveLength(1); // sent before it was dropped
       expect(received).toEqual(expect.arrayContaining(['more-0', 'more-1'])); // not lost with it
       expect(received.length + retrying.buffered.spans).toBe(3);
+      expect(retrying.dropped).toBe(3 - received.length - retrying.buffered.spans); // first-0 arrived: not counted as dropped
     } finally {
       await provider.shutdown();
       await receiver.close();
