@@ -213,8 +213,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
               ...options.watchdog,
               onBlock: (block) => {
                 try {
-                  // The probes answered 503 meanwhile, and no round could record that verdict.
-                  if (block.failedProbes) diagnostics.onEventLoopBlock(block, () => withSelfCheckFailed(health.diagnose()));
+                  // Past the catalog's own limit its healthcheck failed, and no round could record that verdict.
+                  if (block.blockedMs >= health.stallAfterMs) diagnostics.onEventLoopBlock(block, () => withSelfCheckFailed(health.diagnose()));
                 } finally {
                   onBlock?.(block);
                 }

@@ -148,7 +148,8 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
   });
 
   it('a block past two intervals: the verdict the probes gave meanwhile is in Jaeger, saying where, linked to the watchdog span', async () => {
-    await example('test/fixtures/blocking-app.mjs', 'e2e-blocked-verdict', { BLOCK: 'busy', BLOCK_MS: '3000', LIFELINE_HEALTH_INTERVAL_MS: '1000', LIFELINE_WATCHDOG_THRESHOLD_MS: '300' });
+    // The block begins once the probe server is up (a block before it fails no probe: no verdict).
+    await example('test/fixtures/blocking-app.mjs', 'e2e-blocked-verdict', { BLOCK: 'busy', BLOCK_AFTER_MS: '3000', BLOCK_MS: '3000', LIFELINE_HEALTH_INTERVAL_MS: '1000', LIFELINE_WATCHDOG_THRESHOLD_MS: '300' });
     const traces = await eventually(
       () => findTraces(stack.queryUrl, 'e2e-blocked-verdict', { 'lifeline.event_loop.blocked_in': `crunchReport (${join(ROOT, 'test/fixtures/blocking-app.mjs')}:${String(blockingLine(join(ROOT, 'test/fixtures/blocking-app.mjs'), 'crunchReport'))})` }, 'health verdict'),
       (t) => t.length > 0,

@@ -163,7 +163,7 @@ describe('probes that still answer: the watchdog thread serves them', () => {
   it('a loop blocked past two intervals: /live and /ready answer 503 with where; /startup 200; the CLI says it; 200 again after; a shorter block fails no probe', async () => {
     const port = await freePort();
     const INTERVAL_MS = 2_000;
-    const { app, waitFor, verdict: verdict_ } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: 'busy', BLOCK_MS: '6000', BLOCK_AFTER_MS: '300', LIFELINE_PROBE_PORT: String(port), LIFELINE_HEALTH_INTERVAL_MS: String(INTERVAL_MS) });
+    const { app, waitFor, verdict: verdict_ } = await blockingService('test/fixtures/blocking-app.mjs', { BLOCK: 'busy', BLOCK_MS: '6000', BLOCK_AFTER_MS: '3000', LIFELINE_PROBE_PORT: String(port), LIFELINE_HEALTH_INTERVAL_MS: String(INTERVAL_MS) });
     const get = async (probe: string) => {
       const res = await fetch(`http://127.0.0.1:${String(port)}/${probe}`, { signal: AbortSignal.timeout(1_000) });
       return { status: res.status, body: (await res.json()) as { unhealthy: string[]; eventLoop?: { blockedMs: number; blockedIn?: string; frames?: string[] } } };
