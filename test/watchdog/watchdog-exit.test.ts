@@ -24,6 +24,25 @@ afterEach(async () => {
   for (const fn of cleanup.splice(0).reverse()) await fn();
 });
 
+/** Cleans up after the test, in reverse order: the probes, the watchdog, the catalog. */
+function closeAll(health: Lifeline.Health, watchdog: Lifeline.Watchdog, probes: Lifeline.ProbeServer): void {
+  cleanup.push(
+    () => {
+      health.close();
+    },
+    () => watchdog.close(),
+    () => probes.close(),
+  );
+}
+
+/** Ends the latest watchdog thread as a crash would, and waits until it is gone. */
+async function endThread(): Promise<void> {
+  const thread = workers.at(-1);
+  const exited = new Promise((resolve) => thread?.once('exit', resolve));
+  await thread?.terminate();
+  await exited;
+}
+
 describe('the watchdog thread exits on its own (a crash, its heap limit)', () => {
   it('the probes it served are served from the main thread again, on the same port; it says so', async () => {
     const lines: string[] = [];
@@ -31,20 +50,11 @@ describe('the watchdog thread exits on its own (a crash, its heap limit)', () =>
     const health = new Health({ interval: 60_000 });
     const watchdog = startWatchdog({ thresholdMs: 1_000, exportSpans: false, logger });
     const probes = await watchdog.serveProbes(health, { port: 0, host: '127.0.0.1' });
-    cleanup.push(
-      () => {
-        health.close();
-      },
-      () => watchdog.close(),
-      () => probes.close(),
-    );
+    closeAll(health, watchdog, probes);
     const live = () => fetch(`${probes.url}/live`).then((r) => r.status, () => 0);
     expect(await live()).toBe(200);
 
-    const thread = workers.at(-1);
-    const exited = new Promise((resolve) => thread?.once('exit', resolve));
-    await thread?.terminate();
-    await exited;
+    await endThread();
     let status = await live();
     const until = Date.now() + 5_000;
     while (status !== 200 && Date.now() < until) status = await new Promise((resolve) => setTimeout(resolve, 20)).then(live);
@@ -58,18 +68,9 @@ describe('the watchdog thread exits on its own (a crash, its heap limit)', () =>
   it('gone before it was asked to serve: the probes are served on the main thread', async () => {
     const health = new Health({ interval: 60_000 });
     const watchdog = startWatchdog({ thresholdMs: 1_000, exportSpans: false, logger: { warn: () => undefined, info: () => undefined, debug: () => undefined } });
-    const thread = workers.at(-1);
-    const exited = new Promise((resolve) => thread?.once('exit', resolve));
-    await thread?.terminate();
-    await exited;
+    await endThread();
     const probes = await watchdog.serveProbes(health, { port: 0, host: '127.0.0.1' });
-    cleanup.push(
-      () => {
-        health.close();
-      },
-      () => watchdog.close(),
-      () => probes.close(),
-    );
+    closeAll(health, watchdog, probes);
     expect(await fetch(`${probes.url}/live`).then((r) => r.status)).toBe(200);
   });
 });
