@@ -64,7 +64,7 @@ async function startHelloServer(address: string): Promise<GrpcServer> {
 }
 
 /** Starts the service inside the test host; collects its call lines. */
-function startService(env: NodeJS.ProcessEnv = {}): { child: ChildProcess; calls: Call[]; stop: () => Promise<void> } {
+function startService(env: NodeJS.ProcessEnv = {}): { child: ChildProcess; calls: Call[]; stderr: string[]; stop: () => Promise<void> } {
   const child = host.spawn(process.execPath, ['--import', 'otel-lifeline/register', `${ROOT}/test/fixtures/blackhole-service.mjs`], {
     DEP_URL: `http://${host.localIp}:${DEP_PORT}/status`,
     DEP_GRPC: `${host.localIp}:${DEP_GRPC_PORT}`,
@@ -77,30 +77,38 @@ function startService(env: NodeJS.ProcessEnv = {}): { child: ChildProcess; calls
   });
   const calls: Call[] = [];
   createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => calls.push(JSON.parse(line) as Call));
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => process.stderr.write(`[service] ${chunk}`));
-  return { child, calls, stop: () => stopChild(child, 'SIGKILL') };
+  // Kept for a failure's message: CI shows the failure, not the stream before it.
+  const stderr: string[] = [];
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr.push(chunk);
+    process.stderr.write(`[service] ${chunk}`);
+  });
+  return { child, calls, stderr, stop: () => stopChild(child, 'SIGKILL') };
 }
 
-/** Probes /live every 200 ms for `ms`; returns every status seen (0 = no answer within 1 s). */
-async function probeFor(ms: number): Promise<number[]> {
+/**
+ * Probes /live every 200 ms for `ms`; returns every status seen (0 = no answer within 1 s) and what
+ * each failing answer said (which component, a blocked loop): what a red run needs to be explained.
+ */
+async function probeFor(ms: number): Promise<{ statuses: number[]; failures: string[] }> {
   const statuses: number[] = [];
+  const failures: string[] = [];
   const until = Date.now() + ms;
   while (Date.now() < until) {
     const status = await fetch(`http://${host.ip}:${PROBE_PORT}/live`, { signal: AbortSignal.timeout(1_000) }).then(
       async (r) => {
-        // What a failing answer said (which component, a blocked loop) is what a red run needs.
-        if (r.status !== 200) console.log(`/live answered ${String(r.status)} at ${new Date().toISOString()}: ${await r.text()}`);
+        if (r.status !== 200) failures.push(`/live answered ${String(r.status)} at ${new Date().toISOString()}: ${await r.text()}`);
         return r.status;
       },
       (err: unknown) => {
-        console.log(`/live did not answer at ${new Date().toISOString()}: ${String(err)}`);
+        failures.push(`/live did not answer at ${new Date().toISOString()}: ${String(err)}`);
         return 0;
       },
     );
     statuses.push(status);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
-  return statuses;
+  return { statuses, failures };
 }
 
 async function until(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
@@ -144,10 +152,11 @@ describe.each(CLIENTS)(`blackhole plan ($client): dependency blackholed for ${FA
     if (!alreadyUp) host.blackholeTo(host.localIp, DEP_PORT);
     try {
       const from = Date.now();
-      const statuses = await probeFor(FAULT_MS);
+      const { statuses, failures } = await probeFor(FAULT_MS);
       const to = Date.now();
       expect(statuses.length).toBeGreaterThan(FAULT_MS / 400);
-      expect(statuses.filter((s) => s !== 200)).toEqual([]);
+      const around = failures.length === 0 ? [] : [...failures, ...service.stderr.join('').split('\n').slice(-20).map((line) => `[service] ${line}`)];
+      expect(around, 'every /live answer during the fault was 200').toEqual([]);
       const { count, worstLateMs, failedFast } = assertAllEndedByDeadline(service.calls, from, to);
       host.liftTo(host.localIp, DEP_PORT);
       const lifted = Date.now();
@@ -191,7 +200,8 @@ describe('blackhole plan, contrast', { timeout: 40_000 }, () => {
     try {
       await until(() => service.calls.filter((c) => c.outcome === 'ok').length >= 2, 10_000, 'two successful calls');
       host.blackholeTo(host.localIp, DEP_PORT);
-      const statuses = await probeFor(5_000);
+      const { statuses, failures } = await probeFor(5_000);
+      for (const failure of failures) console.log(failure);
       expect(statuses).toContain(503);
       console.log(`contrast: liveness answered 503 ${statuses.filter((s) => s === 503).length} of ${statuses.length} times in 5 s`);
     } finally {
