@@ -5,6 +5,8 @@ export interface LocalStack {
   otlpHttpEndpoint: string;
   otlpGrpcEndpoint: string;
   queryUrl: string;
+  /** Where the real Jaeger UI is served, when `uiAssets` gave one (else the query URL has a placeholder page). */
+  uiUrl: string | undefined;
   /** Kills the collector at once (SIGKILL), as a crash would; Jaeger keeps running. */
   killCollector(): Promise<void>;
   /** Starts the collector again after killCollector(). */
@@ -15,5 +17,7 @@ export interface LocalStack {
 /**
  * Starts Jaeger (store + query) on loopback and the collector in front of it, its OTLP receivers
  * on `collectorHost` (default 127.0.0.1; a test host's link address makes it reachable from there).
+ * `uiAssets` (default: env JAEGER_UI_ASSETS_PATH): a built jaeger-ui folder, served instead of the
+ * binary's placeholder page.
  */
-export function startLocalStack(options?: { base?: number; log?: boolean; collectorHost?: string }): Promise<LocalStack>;
+export function startLocalStack(options?: { base?: number; log?: boolean; collectorHost?: string; uiAssets?: string }): Promise<LocalStack>;

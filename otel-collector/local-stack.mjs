@@ -5,7 +5,9 @@
 //   node otel-collector/local-stack.mjs            # start, print the endpoints, stop on Ctrl-C
 //   import { startLocalStack } from './local-stack.mjs'   # from tests and the demo
 import { execFileSync, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
+import { resolve as resolvePath } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
@@ -18,13 +20,18 @@ export function jaegerBinary() {
 /**
  * Starts the stack. Ports default to the standard ones (OTLP 4317/4318, query 16686); tests pass
  * a `base` to move every port (base+0 OTLP gRPC, +1 OTLP HTTP, +2 query HTTP, +3 query gRPC,
- * +4 Jaeger's own OTLP gRPC). Resolves once both are accepting; `stop()` ends both.
+ * +4 Jaeger's own OTLP gRPC). `uiAssets` (default: env JAEGER_UI_ASSETS_PATH) is a built jaeger-ui
+ * folder to serve at the query URL instead of the placeholder. Resolves once both are accepting;
+ * `stop()` ends both.
  */
-export async function startLocalStack({ base, log = false, collectorHost = '127.0.0.1' } = {}) {
+export async function startLocalStack({ base, log = false, collectorHost = '127.0.0.1', uiAssets = process.env.JAEGER_UI_ASSETS_PATH || undefined } = {}) {
   const ports = base === undefined ? { grpc: 4317, http: 4318, query: 16686, queryGrpc: 16685, store: 24317 } : { grpc: base, http: base + 1, query: base + 2, queryGrpc: base + 3, store: base + 4 };
+  const ui = uiAssets === undefined ? undefined : resolvePath(uiAssets);
+  if (ui !== undefined && !existsSync(`${ui}/index.html`)) throw new Error(`JAEGER_UI_ASSETS_PATH / uiAssets: ${ui} has no index.html; give the folder of a built jaeger-ui (e.g. its build/ output)`);
   const binary = jaegerBinary();
   const env = {
     ...process.env,
+    JAEGER_UI_ASSETS_PATH: ui ?? '',
     COLLECTOR_OTLP_GRPC_ENDPOINT: `${collectorHost}:${ports.grpc}`,
     COLLECTOR_OTLP_HTTP_ENDPOINT: `${collectorHost}:${ports.http}`,
     COLLECTOR_BATCH_TIMEOUT: '200ms',
@@ -61,6 +68,8 @@ export async function startLocalStack({ base, log = false, collectorHost = '127.
     otlpHttpEndpoint: `http://${collectorHost}:${ports.http}`,
     otlpGrpcEndpoint: `http://${collectorHost}:${ports.grpc}`,
     queryUrl: `http://127.0.0.1:${ports.query}`,
+    /** Where the real Jaeger UI is served, when `uiAssets` gave one (else the query URL has a placeholder page). */
+    uiUrl: ui === undefined ? undefined : `http://127.0.0.1:${ports.query}`,
     /** Kills the collector at once (SIGKILL), as a crash would; Jaeger keeps running. */
     killCollector: () => new Promise((resolve) => {
       const collector = children[1];
@@ -96,7 +105,7 @@ function accepts(port, host) {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const stack = await startLocalStack({ log: true });
-  console.log(`collector OTLP: ${stack.otlpHttpEndpoint} (http), ${stack.otlpGrpcEndpoint} (grpc)\nJaeger query: ${stack.queryUrl}\nCtrl-C to stop.`);
+  console.log(`collector OTLP: ${stack.otlpHttpEndpoint} (http), ${stack.otlpGrpcEndpoint} (grpc)\nJaeger query: ${stack.queryUrl}${stack.uiUrl === undefined ? ' (set JAEGER_UI_ASSETS_PATH to a built jaeger-ui for the real UI)' : ' (Jaeger UI)'}\nCtrl-C to stop.`);
   const shutdown = () => stack.stop().then(() => process.exit(0));
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);

@@ -1,16 +1,21 @@
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace, type Link, type Tracer, type TracerProvider } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace, type Attributes, type Link, type Span, type SpanContext, type Tracer, type TracerProvider } from '@opentelemetry/api';
 import { invalidOption, oneOf } from '../errors/index.js';
 import { defaultLogger, type Logger } from '../log/index.js';
 import {
   ATTR_DEADLINE_AT,
   ATTR_DIAGNOSTIC_SPAN_TREE,
+  ATTR_DEADLINE_EXCEEDED,
   ATTR_DIAGNOSTIC_STACKS,
+  ATTR_DIAGNOSTIC_SUMMARY,
   ATTR_DIAGNOSTIC_TRUNCATED,
   ATTR_EVENT_LOOP_BLOCKED_IN,
   ATTR_EVENT_LOOP_BLOCKED_MS,
+  ATTR_HEALTH_COMPONENT,
+  ATTR_HEALTH_PROBE,
   ATTR_HEALTH_UNHEALTHY,
   ATTR_IN_FLIGHT,
   ATTR_IN_FLIGHT_AGE_MS,
+  ATTR_IN_FLIGHT_OVERDUE_MS,
   ATTR_IN_FLIGHT_SPAN_ID,
   EVENT_DIAGNOSTIC,
   isoTime,
@@ -19,6 +24,7 @@ import {
 import type { InFlightSpanProcessor, TrackedSpan } from './in-flight-span-processor.js';
 import { ProcessView } from './process-view.js';
 import { Redactor } from './redact.js';
+import type { SnapshotIdGenerator } from './snapshot-ids.js';
 import { userFrames } from './stacks.js';
 import type { BlockedLoop, DiagnosedComponent, DiagnosticSnapshot, HealthDiagnostics, InFlightNode } from './types.js';
 
@@ -36,6 +42,11 @@ export interface DiagnosticsOptions {
   maxBytes?: number;
   /** Level of the dump in the log: `'debug'` (default) or `'info'`. Names are always at INFO. */
   log?: 'debug' | 'info';
+  /**
+   * The provider's ID generator, when it is lifeline's: a stuck tick's snapshot is then the root of
+   * the tick's own trace, else a trace of its own.
+   */
+  ids?: SnapshotIdGenerator;
 }
 
 /** Snapshot spans exported per verdict at most: enough to show stuck work, not a flood. */
@@ -46,6 +57,12 @@ const MAX_SNAPSHOT_SPANS = 256;
  */
 const MAX_TREE_NODES = 1_000;
 const MAX_STACKS = 256;
+/** Stuck calls named per component in the summary; the tree has all of them. */
+const SUMMARY_CALLS = 5;
+/** In-flight spans whose snapshot is remembered (exported once each, linked by later verdicts). */
+const REMEMBERED_SNAPSHOTS = 4_096;
+/** Components named in a verdict span's name; its attribute and children have them all. */
+const NAMED_COMPONENTS = 3;
 
 /** Attributes worth showing for a stuck span: what it calls, where, and for which tick. */
 const KEY_ATTRIBUTES = [
@@ -78,11 +95,14 @@ export class Diagnostics implements HealthDiagnostics {
   readonly #log: 'debug' | 'info';
   readonly #redactor: Redactor;
   readonly #process = new ProcessView();
+  readonly #ids: SnapshotIdGenerator | undefined;
+  /** Real span ID → its snapshot, oldest first: a span in flight is exported once, not per verdict. */
+  readonly #snapshots = new Map<string, SpanContext>();
   #lastEmit: number | undefined;
   #lastBlockEmit: number | undefined;
 
   constructor(options: DiagnosticsOptions = {}) {
-    const { inFlight, tracerProvider, logger, minIntervalMs = 60_000, maxBytes = 16_384, log = 'debug' } = options;
+    const { inFlight, tracerProvider, logger, minIntervalMs = 60_000, maxBytes = 16_384, log = 'debug', ids } = options;
     if (typeof minIntervalMs !== 'number' || !Number.isFinite(minIntervalMs) || minIntervalMs < 0) throw invalidOption('diagnostics.minIntervalMs', minIntervalMs, 'a finite number of ms >= 0');
     if (typeof maxBytes !== 'number' || !Number.isInteger(maxBytes) || maxBytes < 256) throw invalidOption('diagnostics.maxBytes', maxBytes, 'an integer >= 256');
     this.#inFlight = inFlight;
@@ -92,6 +112,7 @@ export class Diagnostics implements HealthDiagnostics {
     this.#maxBytes = maxBytes;
     this.#log = oneOf('diagnostics.log', log, ['debug', 'info']);
     this.#redactor = inFlight?.redactor ?? new Redactor();
+    this.#ids = ids;
   }
 
   onRound(turned: readonly DiagnosedComponent[], anyUnhealthy: boolean, unhealthy: () => readonly DiagnosedComponent[]): void {
@@ -191,12 +212,12 @@ export class Diagnostics implements HealthDiagnostics {
   }
 
   #emit(snapshot: DiagnosticSnapshot, block?: BlockedLoop): void {
-    const tree = cap(JSON.stringify(snapshot.components.map(({ name, tick, inFlight, omitted }) => ({ component: name, tick, omitted, inFlight: inFlight.map(withoutStacks) }))), this.#maxBytes);
+    const summary = cap(summarize(snapshot), this.#maxBytes);
+    const tree = cap(JSON.stringify(snapshot.components.map(({ name, tick, inFlight, omitted }) => ({ component: name, tick: tick === undefined ? undefined : { ...tick, deadline: isoTime(tick.deadline) }, omitted, inFlight: inFlight.map(withoutStacks) }))), this.#maxBytes);
     const stacks = cap(formatStacks(snapshot), this.#maxBytes);
-    const links: Link[] = snapshot.components.flatMap((c) => (c.tick === undefined ? [] : [{ context: { traceId: c.tick.traceId, spanId: c.tick.spanId, traceFlags: TraceFlags.SAMPLED } }]));
-    if (block?.span !== undefined) links.push({ context: { ...block.span, traceFlags: TraceFlags.SAMPLED }, attributes: { 'lifeline.link': 'event loop blocked' } });
+    const links: Link[] = block?.span === undefined ? [] : [{ context: { ...block.span, traceFlags: TraceFlags.SAMPLED }, attributes: { 'lifeline.link': 'event loop blocked' } }];
     const blockedIn = block?.blockedIn === undefined ? undefined : this.#redactor.text(block.blockedIn);
-    const verdict = this.#tracer.startSpan('health verdict', {
+    const verdict = this.#tracer.startSpan(verdictName(snapshot.unhealthy), {
       root: true,
       kind: SpanKind.INTERNAL,
       links,
@@ -206,16 +227,18 @@ export class Diagnostics implements HealthDiagnostics {
         ...(blockedIn === undefined ? {} : { [ATTR_EVENT_LOOP_BLOCKED_IN]: blockedIn }),
       },
     });
+    // The summary first: the UI lists an event's attributes in order, and the tree renders tall.
     verdict.addEvent(EVENT_DIAGNOSTIC, {
+      [ATTR_DIAGNOSTIC_SUMMARY]: summary.text,
       [ATTR_DIAGNOSTIC_SPAN_TREE]: tree.text,
       [ATTR_DIAGNOSTIC_STACKS]: stacks.text,
-      [ATTR_DIAGNOSTIC_TRUNCATED]: tree.truncated || stacks.truncated,
+      [ATTR_DIAGNOSTIC_TRUNCATED]: summary.truncated || tree.truncated || stacks.truncated,
     });
     const why = block === undefined ? '' : ` (event loop blocked for ${(block.blockedMs / 1_000).toFixed(1)} s${blockedIn === undefined ? '' : ` in ${blockedIn}`})`;
     verdict.setStatus({ code: SpanStatusCode.ERROR, message: `unhealthy: ${snapshot.unhealthy.join(', ')}${why}` });
-    verdict.end();
     const budget = { left: MAX_SNAPSHOT_SPANS };
-    for (const component of snapshot.components) this.#exportInFlight(component.inFlight, component.tick, budget);
+    for (const component of snapshot.components) this.#explain(component, verdict, budget);
+    verdict.end();
 
     const logger = this.#logger ?? defaultLogger();
     logger.info({ unhealthy: snapshot.unhealthy, inFlight: snapshot.components.reduce((n, c) => n + count(c.inFlight), 0) }, 'health verdict: unhealthy components');
@@ -223,34 +246,75 @@ export class Diagnostics implements HealthDiagnostics {
   }
 
   /**
-   * Exports a snapshot span per in-flight span, so Jaeger shows stuck work whose real span has not
-   * ended. Roots hang under the real span (same trace); the rest under their parent's snapshot.
+   * One child of the verdict per unhealthy component, found by `lifeline.health.component`, linked
+   * both ways with the snapshot of the component's stuck tick.
    */
-  #exportInFlight(nodes: readonly InFlightNode[], tick: DiagnosedComponent['tick'], budget: { left: number }, parentSnapshot?: string): void {
-    if (tick === undefined) return;
+  #explain(component: DiagnosticSnapshot['components'][number], verdict: Span, budget: { left: number }): void {
+    const why = this.#tracer.startSpan(`${component.name} unhealthy`, { kind: SpanKind.INTERNAL, attributes: { [ATTR_HEALTH_COMPONENT]: component.name, [ATTR_HEALTH_PROBE]: component.probe } }, trace.setSpan(ROOT_CONTEXT, verdict));
+    const back: Link = { context: why.spanContext(), attributes: { 'lifeline.link': 'health verdict' } };
+    const stuck = this.#exportInFlight(component.inFlight, budget, back);
+    for (const context of stuck) why.addLink({ context, attributes: { 'lifeline.link': 'stuck tick (in flight)' } });
+    // Nothing in flight to show (untraced work, or it ended): the real tick, once it is exported.
+    if (stuck.length === 0 && component.tick !== undefined) why.addLink({ context: { traceId: component.tick.traceId, spanId: component.tick.spanId, traceFlags: TraceFlags.SAMPLED }, attributes: { 'lifeline.link': 'last tick' } });
+    why.setStatus({ code: SpanStatusCode.ERROR, message: componentSummary(component).join('\n') });
+    why.end();
+  }
+
+  /**
+   * Exports a snapshot span per in-flight span, so Jaeger shows stuck work whose real span has not
+   * ended; once per span (a later verdict links to it). A tree's roots become roots of their own
+   * trace (see {@link SnapshotIdGenerator}), linked back to the verdict; the rest hang under their
+   * parent's snapshot. Returns the roots' snapshots.
+   */
+  #exportInFlight(nodes: readonly InFlightNode[], budget: { left: number }, back: Link, parent?: SpanContext): SpanContext[] {
+    const roots: SpanContext[] = [];
     for (const node of nodes) {
-      if (budget.left <= 0) return;
-      budget.left--;
-      const parent = trace.setSpanContext(ROOT_CONTEXT, { traceId: node.traceId, spanId: parentSnapshot ?? node.spanId, traceFlags: TraceFlags.SAMPLED });
-      const tracked = this.#inFlight?.get(node.spanId);
-      const attributes: Record<string, string | number | boolean | string[]> = {};
-      for (const [key, value] of Object.entries(tracked?.span.attributes ?? node.attributes)) {
-        if (value === undefined || value === null) continue;
-        const redacted = this.#redactor.attribute(key, value);
-        attributes[key] = (redacted ?? value) as string | number | boolean | string[];
+      let context = this.#snapshots.get(node.spanId);
+      if (context === undefined) {
+        if (budget.left <= 0) break;
+        budget.left--;
+        context = this.#snapshotOf(node, back, parent);
+        this.#snapshots.set(node.spanId, context);
+        if (this.#snapshots.size > REMEMBERED_SNAPSHOTS) this.#snapshots.delete(this.#snapshots.keys().next().value as string);
       }
-      const snapshot = this.#tracer.startSpan(
-        `${node.name} (in flight)`,
-        {
-          kind: tracked?.span.kind ?? SpanKind.INTERNAL,
-          startTime: Date.parse(node.startedAt),
-          attributes: { ...attributes, [ATTR_IN_FLIGHT]: true, [ATTR_IN_FLIGHT_SPAN_ID]: node.spanId, [ATTR_IN_FLIGHT_AGE_MS]: node.ageMs, ...(node.origin === undefined ? {} : { 'code.stacktrace': node.stack ?? node.origin }) },
-        },
-        parent,
-      );
-      snapshot.end();
-      this.#exportInFlight(node.children, tick, budget, snapshot.spanContext().spanId);
+      if (parent === undefined) roots.push(context);
+      this.#exportInFlight(node.children, budget, back, context);
     }
+    return roots;
+  }
+
+  #snapshotOf(node: InFlightNode, back: Link, parent: SpanContext | undefined): SpanContext {
+    const tracked = this.#inFlight?.get(node.spanId);
+    const attributes: Attributes = {};
+    for (const [key, value] of Object.entries(tracked?.span.attributes ?? node.attributes)) {
+      if (value === undefined || value === null) continue;
+      attributes[key] = this.#redactor.attribute(key, value) ?? value;
+    }
+    const overdueMs = node.deadline !== undefined && node.deadline.remainingMs < 0 ? -node.deadline.remainingMs : undefined;
+    const kind = tracked?.span.kind ?? SpanKind.INTERNAL;
+    const options = {
+      kind,
+      startTime: Date.parse(node.startedAt),
+      attributes: {
+        ...attributes,
+        [ATTR_IN_FLIGHT]: true,
+        [ATTR_IN_FLIGHT_SPAN_ID]: node.spanId,
+        [ATTR_IN_FLIGHT_AGE_MS]: node.ageMs,
+        ...(overdueMs === undefined ? {} : { [ATTR_IN_FLIGHT_OVERDUE_MS]: overdueMs, [ATTR_DEADLINE_EXCEEDED]: true }),
+        ...(node.origin === undefined ? {} : { 'code.stacktrace': node.stack ?? node.origin }),
+      },
+    };
+    const name = snapshotName(node, kind, overdueMs);
+    const snapshot =
+      parent === undefined
+        ? this.#ids === undefined
+          ? this.#tracer.startSpan(name, { ...options, root: true, links: [back] })
+          : this.#ids.inTrace(node.traceId, () => this.#tracer.startSpan(name, { ...options, root: true, links: [back] }))
+        : this.#tracer.startSpan(name, options, trace.setSpanContext(ROOT_CONTEXT, parent));
+    // Past its deadline and still running: the culprit, marked as an error where a trace list shows one.
+    if (overdueMs !== undefined) snapshot.setStatus({ code: SpanStatusCode.ERROR, message: state(node) });
+    snapshot.end();
+    return snapshot.spanContext();
   }
 }
 
@@ -271,7 +335,8 @@ function count(nodes: readonly InFlightNode[]): number {
 function formatStacks(snapshot: DiagnosticSnapshot): string {
   const lines: string[] = [];
   const visit = (node: InFlightNode, depth: number): void => {
-    lines.push(`${'  '.repeat(depth)}${node.name} (${node.ageMs} ms in flight${node.deadline === undefined ? '' : `, deadline in ${node.deadline.remainingMs} ms`})`);
+    const url = node.attributes['url.full'];
+    lines.push(`${'  '.repeat(depth)}${node.name}${typeof url === 'string' ? ` ${url}` : ''} (${state(node)})`);
     for (const frame of node.stack?.split('\n') ?? []) lines.push(`${'  '.repeat(depth + 1)}${frame}`);
     for (const child of node.children) visit(child, depth + 1);
   };
@@ -284,6 +349,75 @@ function formatStacks(snapshot: DiagnosticSnapshot): string {
   lines.push('', `active resources: ${JSON.stringify(snapshot.process.activeResources)}`);
   lines.push(`event-loop delay ms: p50 ${snapshot.process.eventLoopDelayMs.p50}, p99 ${snapshot.process.eventLoopDelayMs.p99}, max ${snapshot.process.eventLoopDelayMs.max}`);
   return lines.join('\n');
+}
+
+/** `4.0 s`: durations as a person reads them. */
+function seconds(ms: number): string {
+  return `${(ms / 1_000).toFixed(1)} s`;
+}
+
+/** `in flight 4.0 s, 2.0 s past its deadline` (or `deadline in 1.0 s`, or no deadline). */
+function state(node: InFlightNode): string {
+  const deadline = node.deadline === undefined ? ', no deadline' : node.deadline.remainingMs < 0 ? `, ${seconds(-node.deadline.remainingMs)} past its deadline` : `, deadline in ${seconds(node.deadline.remainingMs)}`;
+  return `in flight ${seconds(node.ageMs)}${deadline}`;
+}
+
+/**
+ * A snapshot span's name, which a trace view shows on its row: the call, where to (a client call's
+ * host and path, a server span's path), that it is in flight, and, past its deadline, by how many
+ * whole seconds (whole, so that stuck calls make few distinct operation names).
+ */
+function snapshotName(node: InFlightNode, kind: SpanKind, overdueMs: number | undefined): string {
+  const target = targetOf(node, kind);
+  const where = target !== undefined && !node.name.includes(target) ? ` ${target}` : '';
+  const late = overdueMs === undefined ? '' : overdueMs < 1_000 ? ', past deadline' : `, ${String(Math.floor(overdueMs / 1_000))} s past deadline`;
+  return `${node.name}${where} (in flight${late})`;
+}
+
+/** `host:port/path` of a client call, `/path` of a server span (no query: it may hold secrets). */
+function targetOf(node: InFlightNode, kind: SpanKind): string | undefined {
+  const url = node.attributes['url.full'];
+  if (typeof url === 'string') {
+    try {
+      const parsed = new URL(url);
+      return kind === SpanKind.CLIENT ? `${parsed.host}${parsed.pathname}` : parsed.pathname;
+    } catch {
+      // not a URL: the path attribute, if any
+    }
+  }
+  const path = node.attributes['url.path'];
+  return typeof path === 'string' ? path : undefined;
+}
+
+/** `health verdict: poller, reporter` — what a search result row shows of a verdict. */
+function verdictName(unhealthy: readonly string[]): string {
+  const named = unhealthy.slice(0, NAMED_COMPONENTS).join(', ');
+  return `health verdict: ${named}${unhealthy.length > NAMED_COMPONENTS ? ` and ${String(unhealthy.length - NAMED_COMPONENTS)} more` : ''}`;
+}
+
+/**
+ * What a person reads first: per unhealthy component, the calls still in flight in its tick trace,
+ * innermost first (the one that is stuck), each with where it goes, how late it is and which of
+ * the user's functions made it.
+ */
+function summarize(snapshot: DiagnosticSnapshot): string {
+  return snapshot.components.flatMap(componentSummary).join('\n');
+}
+
+function componentSummary(component: DiagnosticSnapshot['components'][number]): string[] {
+  const leaves: InFlightNode[] = [];
+  const visit = (node: InFlightNode): void => {
+    if (node.children.length === 0) leaves.push(node);
+    node.children.forEach(visit);
+  };
+  component.inFlight.forEach(visit);
+  const lines = [`${component.name} (${component.probe}) is unhealthy${leaves.length === 0 ? ': nothing in flight in its last tick (its work ended, or was never traced)' : ':'}`];
+  for (const leaf of leaves.slice(0, SUMMARY_CALLS)) {
+    const url = leaf.attributes['url.full'];
+    lines.push(`  ${leaf.name}${typeof url === 'string' ? ` ${url}` : ''} (${state(leaf)})${leaf.origin === undefined ? '' : ` from ${leaf.origin}`}`);
+  }
+  if (leaves.length > SUMMARY_CALLS) lines.push(`  … and ${String(leaves.length - SUMMARY_CALLS)} more (span_tree)`);
+  return lines;
 }
 
 /** `text` cut to at most `maxBytes` of UTF-8, with a marker when cut. */

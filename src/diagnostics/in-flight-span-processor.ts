@@ -1,10 +1,10 @@
-import type { Context } from '@opentelemetry/api';
+import { SpanStatusCode, type Context } from '@opentelemetry/api';
 // Types only: the core entry depends on the API at run time, never on the SDK.
 import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
 import { invalidOption, oneOf } from '../errors/index.js';
 import { ATTR_HEALTH_COMPONENT } from '../semconv/index.js';
 import { Redactor, type RedactionOptions } from './redact.js';
-import { captureStack } from './stacks.js';
+import { captureStack, frameLocation, userFrames } from './stacks.js';
 
 const DIAGNOSTIC_PREFIX = 'lifeline.diagnostic.';
 
@@ -149,6 +149,21 @@ export class InFlightSpanProcessor implements SpanProcessor {
     // A name may carry a query without a scheme (`GET /cb?token=…`).
     const name = this.#redactor.text(span.name);
     if (name !== span.name) span.updateName(name);
+    // A failed call (one its deadline aborted, above all) says which of the user's functions made
+    // it: its error's own stack holds only timers and sockets. Only failures pay for the attributes.
+    if (span.status.code === SpanStatusCode.ERROR) this.#recordCaller(span);
+  }
+
+  /** `code.*` attributes from the span's creation stack, as the semantic conventions name them. */
+  #recordCaller(span: Span): void {
+    const frames = userFrames(this.#spans.get(span.spanContext().spanId)?.stack);
+    const caller = frames.map(frameLocation).find((location) => location !== undefined);
+    if (caller === undefined || span.attributes['code.function.name'] !== undefined) return;
+    if (caller.function !== undefined) span.setAttribute('code.function.name', caller.function);
+    span.setAttribute('code.file.path', caller.file);
+    span.setAttribute('code.line.number', caller.line);
+    span.setAttribute('code.column.number', caller.column);
+    span.setAttribute('code.stacktrace', this.#redactor.text(frames.join('\n')));
   }
 
   onEnd(span: ReadableSpan): void {

@@ -86,3 +86,21 @@ function keepUserFrames<T>(frames: Iterable<T>, where: (frame: T) => string | un
   }
   return kept.join('\n');
 }
+
+/** Where a frame line points: `at fn (file:line:column)`, `at file:line:column`, `at async fn (…)`. */
+export interface FrameLocation {
+  readonly function: string | undefined;
+  readonly file: string;
+  readonly line: number;
+  readonly column: number;
+}
+
+const FRAME = /^at (?:async )?(?:(.*?) \()?(.+):(\d+):(\d+)\)?$/;
+
+/** The location of one frame line of {@link captureStack}; `undefined` when it has none (native, eval). */
+export function frameLocation(frame: string): FrameLocation | undefined {
+  const match = FRAME.exec(frame.trim());
+  if (match === null) return undefined;
+  const [, fn, file = '', line = '0', column = '0'] = match;
+  return { function: fn === undefined || fn === '' ? undefined : fn, file: file.startsWith('file://') ? fileURLToPath(file) : file, line: Number(line), column: Number(column) };
+}

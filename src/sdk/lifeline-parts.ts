@@ -2,7 +2,7 @@ import { trace, type TextMapPropagator } from '@opentelemetry/api';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { Instrumentation } from '@opentelemetry/instrumentation';
 import type { HttpInstrumentationConfig } from '@opentelemetry/instrumentation-http';
-import type { SpanProcessor } from '@opentelemetry/sdk-trace';
+import { RandomIdGenerator, type IdGenerator, type SpanProcessor } from '@opentelemetry/sdk-trace';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { DEFAULT_HEADERS_TIMEOUT_MS, unsupportedNode } from '../config/index.js';
 import { invalidOption, oneOf } from '../errors/index.js';
@@ -10,6 +10,7 @@ import { closeServersGracefully, policyDeadlineOf, trackHttpServers } from '../h
 import { DeadlinePolicy } from '../policy/index.js';
 import { SELF_COMPONENT } from '../health/index.js';
 import { installInboundTrust } from '../inbound/index.js';
+import { SnapshotIdGenerator } from '../diagnostics/index.js';
 import { startWatchdog, type Watchdog, type WatchdogOptions } from '../watchdog/index.js';
 import { defaultLogger } from '../log/index.js';
 import { recordDeadline } from '../processors/index.js';
@@ -110,6 +111,7 @@ export interface Lifeline {
  * const sdk = new NodeSDK({
  *   spanProcessors: [...lifeline.spanProcessors, new BatchSpanProcessor({ exporter: new OTLPTraceExporter() })],
  *   textMapPropagator: lifeline.propagator,
+ *   idGenerator: lifeline.idGenerator,
  *   instrumentations: [
  *     ...lifeline.instrumentations,
  *     getNodeAutoInstrumentations({ '@opentelemetry/instrumentation-http': lifeline.httpConfig() }),
@@ -124,6 +126,11 @@ export interface LifelineParts {
   readonly spanProcessors: readonly SpanProcessor[];
   /** W3C trace context and baggage, plus the deadline header: your SDK's `textMapPropagator`. */
   readonly propagator: TextMapPropagator;
+  /**
+   * Your SDK's `idGenerator` (random IDs, as the SDK's own): with it, the snapshot of a stuck tick
+   * is the root of that tick's own trace in Jaeger; without it, a trace of its own linked to the verdict.
+   */
+  readonly idGenerator: IdGenerator;
   /** Deadlines for gRPC: put these before OpenTelemetry's grpc instrumentation. */
   readonly instrumentations: readonly Instrumentation[];
   /** `config` plus lifeline's hooks, for your http instrumentation: probe requests untraced, policy deadlines recorded on client spans. */
@@ -148,7 +155,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
     ...(maxStackBytes === undefined ? {} : { maxStackBytes }),
     ...(redact === undefined ? {} : { redact }),
   });
-  const diagnostics = new Diagnostics({ ...verdicts, inFlight, ...(options.logger === undefined ? {} : { logger: options.logger }) });
+  const ids = new SnapshotIdGenerator(new RandomIdGenerator());
+  const diagnostics = new Diagnostics({ ...verdicts, inFlight, ids, ...(options.logger === undefined ? {} : { logger: options.logger }) });
   // A call nothing else bounds still gets its response head within a minute (0 turns it off).
   const deadlines = options.deadlines === false ? false : { headersTimeoutMs: DEFAULT_HEADERS_TIMEOUT_MS, ...options.deadlines };
   const { dispatcher: _given, ...deadlinePolicy } = deadlines === false ? {} : deadlines;
@@ -167,6 +175,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
 
   return {
     spanProcessors: [inFlight, new DeadlineSpanProcessor()],
+    idGenerator: ids,
     propagator: new CompositePropagator({
       propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator(), new DeadlinePropagator(options.propagation)],
     }),

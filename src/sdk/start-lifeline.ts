@@ -87,6 +87,7 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
   const config: Partial<NodeSDKConfiguration> = {
     spanProcessors: [...parts.spanProcessors, ...spanProcessors],
     textMapPropagator: parts.propagator,
+    idGenerator: parts.idGenerator,
     instrumentations,
     // Logs and metrics stay off unless their exporters are asked for: lifeline is about traces.
     ...(process.env.OTEL_LOGS_EXPORTER === undefined ? { logRecordProcessors: [] } : {}),

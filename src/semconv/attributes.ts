@@ -14,6 +14,8 @@ export const ATTR_DEADLINE_MISSING = 'lifeline.deadline.missing';
 /** Diagnostics: the verdict span's attribute, its event and the event's attributes. */
 export const ATTR_HEALTH_UNHEALTHY = 'lifeline.health.unhealthy';
 export const EVENT_DIAGNOSTIC = 'lifeline.diagnostic';
+/** A few lines a person reads first: per component, its stuck calls, where to, how late, from where. */
+export const ATTR_DIAGNOSTIC_SUMMARY = 'lifeline.diagnostic.summary';
 export const ATTR_DIAGNOSTIC_SPAN_TREE = 'lifeline.diagnostic.span_tree';
 export const ATTR_DIAGNOSTIC_STACKS = 'lifeline.diagnostic.stacks';
 export const ATTR_DIAGNOSTIC_TRUNCATED = 'lifeline.diagnostic.truncated';
@@ -21,6 +23,8 @@ export const ATTR_DIAGNOSTIC_TRUNCATED = 'lifeline.diagnostic.truncated';
 export const ATTR_IN_FLIGHT = 'lifeline.in_flight';
 export const ATTR_IN_FLIGHT_SPAN_ID = 'lifeline.in_flight.span_id';
 export const ATTR_IN_FLIGHT_AGE_MS = 'lifeline.in_flight.age_ms';
+/** How far past its deadline a span still in flight was when the verdict was taken. */
+export const ATTR_IN_FLIGHT_OVERDUE_MS = 'lifeline.in_flight.overdue_ms';
 
 /** The event-loop watchdog: its span, the block's duration so far or in all, and how it was caught. */
 export const SPAN_EVENT_LOOP_BLOCKED = 'event loop blocked';

@@ -1,5 +1,6 @@
 import { SpanStatusCode } from '@opentelemetry/api';
-import { TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { RandomIdGenerator, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   DeadlineSpanProcessor,
@@ -9,16 +10,22 @@ import {
   installDeadlineDispatcher,
   startProbeServer,
   type InstalledDeadlineDispatcher,
+  isDeadlineExceeded,
+  withTimeout,
+  type InFlightNode,
   type Logger,
 } from '../../src/index.js';
+import { SnapshotIdGenerator } from '../../src/diagnostics/index.js';
 import { instrumentedUndici } from '../support/instrumented.js';
 import { neverAnswers, serve, type TestServer } from '../support/servers.js';
 
 const TOKEN = 'tok-SECRET-7f3a';
 const BEARER = 'Bearer auth-SECRET-9c1d';
 const inFlight = new InFlightSpanProcessor();
+// The provider's ID generator is lifeline's, as startLifeline makes it.
+const ids = new SnapshotIdGenerator(new RandomIdGenerator());
 // Record the authorization header as a span attribute: redaction has to catch it.
-const tracing = instrumentedUndici([inFlight, new DeadlineSpanProcessor()], { headersToSpanAttributes: { requestHeaders: ['authorization'] } });
+const tracing = instrumentedUndici([inFlight, new DeadlineSpanProcessor()], { headersToSpanAttributes: { requestHeaders: ['authorization'] } }, ids);
 const { exporter, provider } = tracing;
 let installed: InstalledDeadlineDispatcher;
 let silent: TestServer;
@@ -53,7 +60,7 @@ afterEach(async () => {
 });
 
 function catalog(diagnostics: { minIntervalMs?: number; maxBytes?: number; log?: 'debug' | 'info' } = {}): Health {
-  const health = new Health({ interval: 60_000, tracerProvider: provider, diagnostics: { inFlight, tracerProvider: provider, logger, ...diagnostics } });
+  const health = new Health({ interval: 60_000, tracerProvider: provider, diagnostics: { inFlight, tracerProvider: provider, logger, ids, ...diagnostics } });
   catalogs.push(health);
   return health;
 }
@@ -64,8 +71,8 @@ async function pollUpstream(url: string): Promise<string> {
   return response.text();
 }
 
-/** Registers `poller`, starts one stuck poll in its tick, and steps rounds until it is unhealthy. */
-async function stuckPoller(health: Health): Promise<void> {
+/** Registers `poller`, starts one stuck poll in its tick, and steps rounds until it is unhealthy; returns the tick's trace. */
+async function stuckPoller(health: Health): Promise<string | undefined> {
   const h = health.registerLiveness('poller');
   h.take();
   const tick = h.take();
@@ -76,35 +83,50 @@ async function stuckPoller(health: Health): Promise<void> {
   expect(health.status('live').ok).toBe(true);
   health.check(); // buffer full: healthy -> unhealthy
   expect(health.status('live').unhealthy).toEqual(['poller']);
+  return tick?.spanContext.traceId;
 }
 
-const verdicts = (): ReadableSpan[] => exporter.getFinishedSpans().filter((s) => s.name === 'health verdict');
+const verdicts = (): ReadableSpan[] => exporter.getFinishedSpans().filter((s) => s.name.startsWith('health verdict'));
+const named = (name: string): ReadableSpan[] => exporter.getFinishedSpans().filter((s) => s.name === name);
 
 describe('an unhealthy verdict explains itself (SPEC §8)', () => {
   it('exports the verdict with the in-flight tree, the stacks and the socket, plus snapshot spans', async () => {
     const health = catalog();
-    await stuckPoller(health);
+    const tickTrace = await stuckPoller(health);
     const [verdict, ...more] = verdicts();
     expect(more).toEqual([]);
+    expect(verdict?.name).toBe('health verdict: poller'); // what a search result row shows
     expect(verdict?.status.code).toBe(SpanStatusCode.ERROR);
     expect(verdict?.attributes['lifeline.health.unhealthy']).toEqual(['poller']);
     const event = verdict?.events.find((e) => e.name === 'lifeline.diagnostic');
+    const summary = String(event?.attributes?.['lifeline.diagnostic.summary']);
     const tree = String(event?.attributes?.['lifeline.diagnostic.span_tree']);
     const stacks = String(event?.attributes?.['lifeline.diagnostic.stacks']);
+    expect(Object.keys(event?.attributes ?? {})[0]).toBe('lifeline.diagnostic.summary'); // read first
+    expect(summary).toMatch(new RegExp(`^poller \\(liveness\\) is unhealthy:\n  GET http://127\\.0\\.0\\.1:${String(silent.port)}/v1/items\\?page=2&token=REDACTED \\(in flight \\d\\.\\d s, deadline in \\d+\\.\\d s\\) from pollUpstream \\(`));
     expect(event?.attributes?.['lifeline.diagnostic.truncated']).toBe(false);
     expect(tree).toContain('"name":"tick poller"');
     expect(tree).toContain('"name":"GET"');
     expect(tree).toContain('/v1/items');
     expect(stacks).toContain('pollUpstream'); // the function that made the call
     expect(stacks).toMatch(new RegExp(`tcp 127\\.0\\.0\\.1:\\d+ -> 127\\.0\\.0\\.1:${silent.port}`)); // the socket to the server
-    // Linked to the stuck component's tick span.
-    const tickSnapshot = exporter.getFinishedSpans().find((s) => s.name === 'tick poller (in flight)');
-    expect(verdict?.links.map((l) => l.context.traceId)).toEqual([tickSnapshot?.spanContext().traceId]);
-    // Snapshot spans: same trace, a tree, flagged in flight.
-    const getSnapshot = exporter.getFinishedSpans().find((s) => s.name === 'GET (in flight)');
+    // One child per unhealthy component, found by its name, linked both ways with the stuck tick's snapshot.
+    const [why] = named('poller unhealthy');
+    expect(why?.parentSpanContext?.spanId).toBe(verdict?.spanContext().spanId);
+    expect(why?.attributes['lifeline.health.component']).toBe('poller');
+    expect(why?.status.message).toBe(summary);
+    const [tickSnapshot] = named('tick poller (in flight)');
+    expect(why?.links.map((l) => l.context.spanId)).toEqual([tickSnapshot?.spanContext().spanId]);
+    expect(tickSnapshot?.links.map((l) => l.context.spanId)).toEqual([why?.spanContext().spanId]);
+    // Snapshot spans: the root of the stuck tick's own trace (its real span has not ended), a tree, flagged in flight.
+    expect(tickSnapshot?.spanContext().traceId).toBe(tickTrace);
+    expect(tickSnapshot?.parentSpanContext).toBeUndefined();
+    const [getSnapshot] = named(`GET 127.0.0.1:${String(silent.port)}/v1/items (in flight)`);
     expect(getSnapshot?.attributes['lifeline.in_flight']).toBe(true);
+    expect(getSnapshot?.attributes['lifeline.deadline.exceeded']).toBeUndefined(); // not yet past its deadline
+    expect(getSnapshot?.status.code).toBe(SpanStatusCode.UNSET);
     expect(tickSnapshot?.attributes['lifeline.in_flight']).toBe(true);
-    expect(getSnapshot?.spanContext().traceId).toBe(tickSnapshot?.spanContext().traceId);
+    expect(getSnapshot?.spanContext().traceId).toBe(tickTrace);
     expect(getSnapshot?.parentSpanContext?.spanId).toBe(tickSnapshot?.spanContext().spanId);
     // Names at INFO; the dump at DEBUG by default.
     expect(lines.find((l) => l.level === 'info')?.obj).toMatchObject({ unhealthy: ['poller'] });
@@ -149,6 +171,44 @@ describe('an unhealthy verdict explains itself (SPEC §8)', () => {
     await new Promise((resolve) => setTimeout(resolve, 220));
     health.check();
     expect(verdicts()).toHaveLength(2);
+    // A span still in flight is exported once: the second verdict links to the first snapshot.
+    const snapshots = exporter.getFinishedSpans().filter((s) => s.attributes['lifeline.in_flight'] === true);
+    expect(snapshots.map((s) => s.name).sort()).toEqual([`GET 127.0.0.1:${String(silent.port)}/v1/items (in flight)`, 'tick poller (in flight)']);
+    const whys = named('poller unhealthy');
+    expect(whys.map((w) => w.links.map((l) => l.context.spanId))).toEqual([[snapshots.find((s) => s.name.startsWith('tick'))?.spanContext().spanId], [snapshots.find((s) => s.name.startsWith('tick'))?.spanContext().spanId]]);
+  });
+
+  it('a call past its deadline and still in flight: its snapshot is an error, says by how much, and is marked exceeded', () => {
+    // Without lifeline's ID generator in the provider, a stuck tick's snapshot is a trace of its own.
+    const plain = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    const diagnostics = new Diagnostics({ tracerProvider: plain, logger, ids });
+    const now = Date.now();
+    const node = (name: string, spanId: string, deadlineMs: number, children: InFlightNode[], attributes: InFlightNode['attributes'] = {}): InFlightNode => ({
+      name,
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      spanId,
+      parentSpanId: undefined,
+      ageMs: 4_000,
+      startedAt: new Date(now - 4_000).toISOString(),
+      deadline: { at: new Date(now + deadlineMs).toISOString(), remainingMs: deadlineMs },
+      attributes,
+      origin: 'reportDaily (/srv/app/report.mjs:12:9)',
+      stack: 'at reportDaily (/srv/app/report.mjs:12:9)',
+      children,
+    });
+    const get = node('GET', '00f067aa0ba902b7', -2_300, [], { 'url.full': 'http://reports.internal:8080/report?day=1' });
+    const tick = node('tick reporter', '00f067aa0ba902b6', -2_300, [get]);
+    diagnostics.onEventLoopBlock({ blockedMs: 0 }, () => ({ at: new Date(now).toISOString(), unhealthy: ['reporter'], components: [{ name: 'reporter', probe: 'liveness', tick: { traceId: tick.traceId, spanId: tick.spanId, seq: 3, deadline: now - 2_300 }, inFlight: [tick], omitted: 0 }], process: { pid: 1, uptimeS: 1, handles: [], activeResources: {}, eventLoopDelayMs: { p50: 0, p99: 0, max: 0 } }, evicted: 0 }));
+    const [call] = named('GET /report (in flight, 2 s past deadline)');
+    expect(call?.status).toEqual({ code: SpanStatusCode.ERROR, message: 'in flight 4.0 s, 2.3 s past its deadline' });
+    expect(call?.attributes).toMatchObject({ 'lifeline.deadline.exceeded': true, 'lifeline.in_flight.overdue_ms': 2_300, 'lifeline.in_flight.age_ms': 4_000 });
+    const [root] = named('tick reporter (in flight, 2 s past deadline)');
+    expect(root?.status.code).toBe(SpanStatusCode.ERROR);
+    expect(root?.parentSpanContext).toBeUndefined();
+    expect(root?.spanContext().traceId).not.toBe(tick.traceId); // a trace of its own
+    expect(call?.parentSpanContext?.spanId).toBe(root?.spanContext().spanId);
+    const summary = String(verdicts()[0]?.events[0]?.attributes?.['lifeline.diagnostic.summary']);
+    expect(summary).toBe('reporter (liveness) is unhealthy:\n  GET http://reports.internal:8080/report?day=1 (in flight 4.0 s, 2.3 s past its deadline) from reportDaily (/srv/app/report.mjs:12:9)');
   });
 
   it('a block of the event loop past the catalog\'s limit is recorded as a verdict: where, how long, linked to the watchdog\'s span; rate limited; redacted', async () => {
@@ -201,6 +261,17 @@ describe('an unhealthy verdict explains itself (SPEC §8)', () => {
     expect(JSON.parse(String(event?.attributes?.['lifeline.diagnostic.span_tree']))).toEqual([expect.objectContaining({ component: 'idle', inFlight: [] })]);
     expect(String(event?.attributes?.['lifeline.diagnostic.stacks'])).toContain('libuv handles:');
     expect(exporter.getFinishedSpans().filter((s) => s.attributes['lifeline.in_flight'] === true)).toEqual([]);
+  });
+
+  it('a call its deadline aborted says which of the user\'s functions made it (code.* from its creation stack)', async () => {
+    const health = catalog();
+    const h = health.registerLiveness('caller');
+    const tick = h.take();
+    const failure: unknown = await tick?.run(() => withTimeout(100, () => pollUpstream(silent.url))).catch((error: unknown) => error);
+    expect(isDeadlineExceeded(failure)).toBe(true);
+    const [get] = exporter.getFinishedSpans().filter((s) => s.name === 'GET' && s.status.code === SpanStatusCode.ERROR);
+    expect(get?.attributes).toMatchObject({ 'code.function.name': 'pollUpstream', 'code.file.path': fileURLToPath(import.meta.url), 'code.line.number': expect.any(Number) as number, 'code.column.number': expect.any(Number) as number });
+    expect(String(get?.attributes['code.stacktrace'])).toMatch(/^at pollUpstream \(/);
   });
 
   it('/debug/diagnostics: 404 when off; JSON for a loopback client when on', async () => {

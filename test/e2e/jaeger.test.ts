@@ -90,25 +90,41 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
     while (ancestor !== undefined && !ancestor.operationName.startsWith('tick ')) ancestor = byId.get(parentOf(ancestor) ?? '');
     expect(ancestor?.operationName).toBe('tick poller');
 
-    // The component stuck without a deadline: the verdict, its event (Jaeger shows events as logs), the snapshot spans.
+    // The component stuck without a deadline: the verdict, found by the component's name; its event
+    // (Jaeger shows events as logs), summary first; the snapshot spans.
     const verdicts = await eventually(
-      () => findTraces(stack.queryUrl, 'e2e-stuck', {}, 'health verdict'),
-      (t) => t.length > 0,
+      () => findTraces(stack.queryUrl, 'e2e-stuck', { 'lifeline.health.component': 'indexer', 'otel.status_code': 'ERROR' }),
+      (t) => spansOf(t).some((s) => s.operationName.startsWith('health verdict')),
     );
-    const verdict = spansOf(verdicts).find((s) => s.operationName === 'health verdict') as JaegerSpan;
+    const verdictTrace = verdicts.find((t) => t.spans.some((s) => s.operationName.startsWith('health verdict'))) as JaegerTrace;
+    const verdict = verdictTrace.spans.find((s) => s.operationName.startsWith('health verdict')) as JaegerSpan;
+    expect(verdict.operationName).toMatch(/^health verdict: .*indexer/);
     expect(tag(verdict, 'otel.status_code')).toBe('ERROR');
     const diagnostic = verdict.logs.find((l) => l.fields.some((f) => f.key === 'event' && f.value === 'lifeline.diagnostic'));
     const field = (key: string) => diagnostic?.fields.find((f) => f.key === key)?.value;
     expect(tag(verdict, 'lifeline.health.unhealthy')).toContain('indexer');
+    expect(String(field('lifeline.diagnostic.summary'))).toMatch(/indexer \(liveness\) is unhealthy:\n  wait for index lock \(in flight \d+\.\d s, (no deadline|\d+\.\d s past its deadline)\) from rebuildIndex \(/);
     expect(String(field('lifeline.diagnostic.span_tree'))).toContain('tick indexer');
     expect(String(field('lifeline.diagnostic.span_tree'))).toContain('wait for index lock');
     expect(String(field('lifeline.diagnostic.stacks'))).toContain('rebuildIndex');
     expect(JSON.stringify(verdicts)).not.toContain('s3cr3t-token');
+    const why = verdictTrace.spans.find((s) => s.operationName === 'indexer unhealthy') as JaegerSpan;
+    expect(tag(why, 'lifeline.health.component')).toBe('indexer');
+    // The stuck tick's snapshot: the root of the tick's own trace (no parent Jaeger never got), past
+    // its deadline (an error), linked both ways with the verdict.
     const inFlight = await eventually(
-      () => findTraces(stack.queryUrl, 'e2e-stuck', { 'lifeline.in_flight': 'true' }),
-      (t) => spansOf(t).some((s) => s.operationName === 'wait for index lock (in flight)'),
+      () => findTraces(stack.queryUrl, 'e2e-stuck', { 'lifeline.in_flight': 'true', 'lifeline.health.component': 'indexer' }),
+      (t) => spansOf(t).some((s) => s.operationName.startsWith('wait for index lock (in flight')),
     );
-    expect(spansOf(inFlight).some((s) => s.operationName === 'tick indexer (in flight)')).toBe(true);
+    const stuckTrace = inFlight.find((t) => t.spans.some((s) => s.operationName.startsWith('tick indexer (in flight'))) as JaegerTrace;
+    const tickSnapshot = stuckTrace.spans.find((s) => s.operationName.startsWith('tick indexer (in flight')) as JaegerSpan;
+    expect(tickSnapshot.operationName).toMatch(/^tick indexer \(in flight, (past deadline|\d+ s past deadline)\)$/);
+    expect(tag(tickSnapshot, 'otel.status_code')).toBe('ERROR');
+    expect(tickSnapshot.references.filter((r) => r.refType === 'CHILD_OF')).toEqual([]);
+    expect(tickSnapshot.references.map((r) => r.spanID)).toContain(why.spanID);
+    expect(why.references.map((r) => r.spanID)).toContain(tickSnapshot.spanID);
+    expect(String(field('lifeline.diagnostic.span_tree'))).toContain(stuckTrace.traceID);
+    expect(stuckTrace.spans.flatMap((s) => s.warnings ?? [])).toEqual([]); // e.g. 'invalid parent span IDs'
   });
 
   it('deadline across two services: the callee records source inbound', async () => {
@@ -151,10 +167,10 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
     // The block begins once the probe server is up (a block before it fails no probe: no verdict).
     await example('test/fixtures/blocking-app.mjs', 'e2e-blocked-verdict', { BLOCK: 'busy', BLOCK_AFTER_MS: '3000', BLOCK_MS: '3000', LIFELINE_HEALTH_INTERVAL_MS: '1000', LIFELINE_WATCHDOG_THRESHOLD_MS: '300' });
     const traces = await eventually(
-      () => findTraces(stack.queryUrl, 'e2e-blocked-verdict', { 'lifeline.event_loop.blocked_in': `crunchReport (${join(ROOT, 'test/fixtures/blocking-app.mjs')}:${String(blockingLine(join(ROOT, 'test/fixtures/blocking-app.mjs'), 'crunchReport'))})` }, 'health verdict'),
+      () => findTraces(stack.queryUrl, 'e2e-blocked-verdict', { 'lifeline.event_loop.blocked_in': `crunchReport (${join(ROOT, 'test/fixtures/blocking-app.mjs')}:${String(blockingLine(join(ROOT, 'test/fixtures/blocking-app.mjs'), 'crunchReport'))})` }, 'health verdict: healthcheck'),
       (t) => t.length > 0,
     );
-    const verdict = spansOf(traces).find((s) => s.operationName === 'health verdict') as JaegerSpan;
+    const verdict = spansOf(traces).find((s) => s.operationName === 'health verdict: healthcheck') as JaegerSpan;
     expect(tag(verdict, 'otel.status_code')).toBe('ERROR');
     expect(Number(tag(verdict, 'lifeline.event_loop.blocked_ms'))).toBeGreaterThanOrEqual(2_000);
     expect(String(tag(verdict, 'otel.status_description'))).toMatch(/^unhealthy: healthcheck \(event loop blocked for \d+\.\d s in crunchReport/);

@@ -155,7 +155,10 @@ describe.each(CLIENTS)(`blackhole plan ($client): dependency blackholed for ${FA
       const { statuses, failures } = await probeFor(FAULT_MS);
       const to = Date.now();
       expect(statuses.length).toBeGreaterThan(FAULT_MS / 400);
-      const around = failures.length === 0 ? [] : [...failures, ...service.stderr.join('').split('\n').slice(-20).map((line) => `[service] ${line}`)];
+      // A red run explains itself: what failed, what the service said, its calls in the last seconds before.
+      const firstFailure = failures.length === 0 ? 0 : Date.parse(/at (\S+?):? /.exec(failures[0] ?? '')?.[1] ?? '');
+      const callsBefore = service.calls.filter((c) => c.ended >= firstFailure - 3_000 && c.started <= firstFailure).map((c) => JSON.stringify(c));
+      const around = failures.length === 0 ? [] : [...failures, ...service.stderr.join('').split('\n').slice(-20).map((line) => `[service] ${line}`), ...callsBefore];
       expect(around, 'every /live answer during the fault was 200').toEqual([]);
       const { count, worstLateMs, failedFast } = assertAllEndedByDeadline(service.calls, from, to);
       host.liftTo(host.localIp, DEP_PORT);

@@ -43,7 +43,7 @@ describe('planted credentials never leave the process (SPEC §8)', () => {
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     try {
       const until = Date.now() + 20_000;
-      while (!receiver.spans.some((s) => s.name.startsWith('GET /callback')) || !receiver.spans.some((s) => s.name === 'SELECT users') || !lines.some((l) => l.includes('health diagnostic')) || !receiver.spans.some((s) => s.name === 'health verdict') || !receiver.spans.some((s) => s.name === 'tick caller' && s.statusCode === 2)) {
+      while (!receiver.spans.some((s) => s.name.startsWith('GET /callback')) || !receiver.spans.some((s) => s.name === 'SELECT users') || !lines.some((l) => l.includes('health diagnostic')) || !receiver.spans.some((s) => s.name.startsWith('health verdict')) || !receiver.spans.some((s) => s.name === 'tick caller' && s.statusCode === 2)) {
         if (Date.now() > until) throw new Error(`no verdict in time: ${stderr}`);
         await new Promise((resolve) => setTimeout(resolve, 100));
       }

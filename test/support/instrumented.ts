@@ -1,6 +1,6 @@
 import { propagation, trace } from '@opentelemetry/api';
 import { UndiciInstrumentation, type UndiciInstrumentationConfig } from '@opentelemetry/instrumentation-undici';
-import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type SpanProcessor } from '@opentelemetry/sdk-trace';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type IdGenerator, type SpanProcessor } from '@opentelemetry/sdk-trace';
 import { DeadlinePropagator } from '../../src/index.js';
 
 /**
@@ -8,9 +8,9 @@ import { DeadlinePropagator } from '../../src/index.js';
  * `processors` first and ended spans landing in memory. `start()` registers the globals (tracer
  * provider, deadline propagator) and enables the instrumentation; `stop()` disables it.
  */
-export function instrumentedUndici(processors: SpanProcessor[], config: UndiciInstrumentationConfig = {}) {
+export function instrumentedUndici(processors: SpanProcessor[], config: UndiciInstrumentationConfig = {}, idGenerator?: IdGenerator) {
   const exporter = new InMemorySpanExporter();
-  const provider = new TracerProvider({ spanProcessors: [...processors, new SimpleSpanProcessor({ exporter })] });
+  const provider = new TracerProvider({ spanProcessors: [...processors, new SimpleSpanProcessor({ exporter })], ...(idGenerator === undefined ? {} : { idGenerator }) });
   const instrumentation = new UndiciInstrumentation(config);
   return {
     exporter,

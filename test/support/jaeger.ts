@@ -10,6 +10,8 @@ export interface JaegerSpan {
   spanID: string;
   operationName: string;
   references: { refType: string; traceID: string; spanID: string }[];
+  /** What Jaeger's adjusters found wrong (an unknown parent, say). */
+  warnings?: string[] | null;
   startTime: number;
   duration: number;
   tags: JaegerTag[];

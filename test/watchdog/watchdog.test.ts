@@ -33,8 +33,8 @@ async function blockingService(
     app,
     blocks,
     waitFor: async (n, what) => (await receiver.waitFor(() => blocks().filter(what).length >= n, 15_000)).filter((s) => s.name === 'event loop blocked' && what(s)),
-    verdicts: () => receiver.spans.filter((s) => s.name === 'health verdict'),
-    verdict: async () => (await receiver.waitFor((spans) => spans.some((s) => s.name === 'health verdict'), 15_000)).find((s) => s.name === 'health verdict'),
+    verdicts: () => receiver.spans.filter((s) => s.name.startsWith('health verdict')),
+    verdict: async () => (await receiver.waitFor((spans) => spans.some((s) => s.name.startsWith('health verdict')), 15_000)).find((s) => s.name.startsWith('health verdict')),
   };
 }
 
