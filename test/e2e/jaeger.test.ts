@@ -103,7 +103,7 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
     const diagnostic = verdict.logs.find((l) => l.fields.some((f) => f.key === 'event' && f.value === 'lifeline.diagnostic'));
     const field = (key: string) => diagnostic?.fields.find((f) => f.key === key)?.value;
     expect(tag(verdict, 'lifeline.health.unhealthy')).toContain('indexer');
-    expect(String(field('lifeline.diagnostic.summary'))).toMatch(/indexer \(liveness\) is unhealthy:\n  wait for index lock \(in flight \d+\.\d s, (no deadline|\d+\.\d s past its deadline)\) from rebuildIndex \(/);
+    expect(String(field('lifeline.diagnostic.summary'))).toMatch(/indexer \(liveness\) is unhealthy:\n {2}wait for index lock \(in flight \d+\.\d s, (no deadline|\d+\.\d s past its deadline)\) from rebuildIndex \(/);
     expect(String(field('lifeline.diagnostic.span_tree'))).toContain('tick indexer');
     expect(String(field('lifeline.diagnostic.span_tree'))).toContain('wait for index lock');
     expect(String(field('lifeline.diagnostic.stacks'))).toContain('rebuildIndex');
