@@ -98,6 +98,8 @@ export class Health {
   #draining = false;
   /** Sorted verdicts per probe, rebuilt after a round or a (de)registration changed them. */
   #verdicts: Partial<Record<ProbeKind, Verdicts>> = {};
+  /** Told when a verdict may have changed (see {@link Health.onVerdictChange}). */
+  readonly #onChange = new Set<() => void>();
 
   constructor(options: HealthOptions = {}) {
     const { interval = 15_000, buffer = 2, tracerProvider, diagnostics } = options;
@@ -168,6 +170,29 @@ export class Health {
    */
   drain(): void {
     this.#draining = true;
+    this.#changed();
+  }
+
+  /**
+   * @internal Calls `listener` whenever a verdict may have changed (a round that changed one, a
+   * component registered or gone, draining): how probes served from another thread learn of it at
+   * once rather than at their next poll. Returns the function that stops it.
+   */
+  onVerdictChange(listener: () => void): () => void {
+    this.#onChange.add(listener);
+    return () => this.#onChange.delete(listener);
+  }
+
+  #changed(): void {
+    this.#verdicts = {};
+    for (const listener of this.#onChange) {
+      try {
+        listener();
+      } catch (error) {
+        // A listener's failure must not stop the round that reports liveness.
+        defaultLogger().info({ err: error instanceof Error ? error.message : typeof error }, 'lifeline: a verdict listener failed');
+      }
+    }
   }
 
   /** Runs one ping round now: what the timer does every `interval`. */
@@ -185,7 +210,7 @@ export class Health {
       if (!component.healthy) turned.push(component.diagnosed());
     }
     this.#lastRound = monotonicNow();
-    if (changed) this.#verdicts = {};
+    if (changed) this.#changed();
     try {
       this.#diagnostics.onRound(turned, turned.length > 0 || this.#hasUnhealthy(), () => this.#unhealthyComponents());
     } catch (error) {
@@ -201,7 +226,8 @@ export class Health {
     this.#stopTimer();
     for (const component of this.#components.values()) component.close();
     this.#components.clear();
-    this.#verdicts = {};
+    this.#changed();
+    this.#onChange.clear();
     if (this.#diagnostics instanceof Diagnostics) this.#diagnostics.close();
   }
 
@@ -243,14 +269,14 @@ export class Health {
       },
     });
     this.#components.set(name, component);
-    this.#verdicts = {};
+    this.#changed();
     if (this.#timer === undefined) this.#startTimer();
     return component;
   }
 
   #deregister(component: ComponentHandle): void {
     this.#components.delete(component.name);
-    this.#verdicts = {};
+    this.#changed();
     if (this.#components.size === 0) this.#stopTimer();
   }
 

@@ -116,6 +116,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   const heartbeat = new SharedArrayBuffer(HEARTBEAT_SLOTS * Int32Array.BYTES_PER_ELEMENT);
   const beats = new Int32Array(heartbeat);
   let served: Health | undefined;
+  let stopPublishing: (() => void) | undefined;
   const published = new Map<ProbeKind, HealthStatus>();
   const noteInspector = (): void => {
     Atomics.store(beats, INSPECTOR_OPEN, inspectorUrl() === undefined ? 0 : 1);
@@ -254,6 +255,8 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     async serveProbes(health, options = {}) {
       if (served !== undefined) throw new LifelineError('ERR_ALREADY_STARTED', 'this watchdog already serves probes');
       served = health;
+      // A changed verdict reaches the thread at once: a heartbeat later, a probe would read the old one.
+      stopPublishing = health.onVerdictChange(publish);
       /** The probes on this thread, as without a watchdog: the thread is gone (a crash, its heap limit). */
       const onThisThread = (port: number | undefined): Promise<ProbeServer> => startProbeServer({ ...options, ...(port === undefined ? {} : { port }), health, logger });
       if (gone) return (mainProbes = onThisThread(undefined));
@@ -264,6 +267,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
       if (reply.type === 'serve-failed') {
         if (reply.code === THREAD_EXITED.code) return (mainProbes = onThisThread(undefined));
         served = undefined;
+        stopPublishing();
         published.clear();
         throw reply.name === 'LifelineError' && reply.code !== undefined ? new LifelineError(reply.code as LifelineError['code'], reply.message) : Object.assign(new Error(reply.message), { code: reply.code });
       }
@@ -302,6 +306,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
       closing ??= (async () => {
         takeOver = undefined;
         clearInterval(beat);
+        stopPublishing?.();
         await closeMainProbes();
         if ((globalThis as Record<symbol, unknown>)[HOOK] === hook) Reflect.deleteProperty(globalThis, HOOK);
         await worker.terminate();

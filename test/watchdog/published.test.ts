@@ -1,0 +1,37 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type * as Lifeline from '../../src/index.js';
+
+// The built package (`npm test` builds first): the watchdog thread runs from its own compiled file.
+const built = '../../dist/index.js';
+const { Health, startWatchdog } = (await import(built)) as typeof Lifeline;
+
+const cleanup: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const fn of cleanup.splice(0).reverse()) await fn();
+});
+
+describe('probes served by the watchdog thread', () => {
+  it('answer from a verdict as soon as it changes, not a heartbeat later', async () => {
+    const health = new Health({ interval: 60_000 });
+    // A beat every 250 ms: the verdicts a beat publishes would be up to 250 ms old.
+    const watchdog = startWatchdog({ thresholdMs: 5_000, exportSpans: false, logger: { warn: () => undefined, info: () => undefined, debug: () => undefined } });
+    const probes = await watchdog.serveProbes(health, { port: 0, host: '127.0.0.1' });
+    cleanup.push(
+      () => {
+        health.close();
+      },
+      () => watchdog.close(),
+      () => probes.close(),
+    );
+    const live = async (): Promise<number> => (await fetch(`${probes.url}/live`)).status;
+    // Twenty changes each way, each probed at once: a stale answer in any of them fails the test.
+    for (let i = 0; i < 20; i++) {
+      const component = health.registerLiveness(`worker-${String(i)}`);
+      expect(await live()).toBe(503); // registered with a full buffer: unhealthy until a round
+      component.take();
+      health.check();
+      expect(await live()).toBe(200);
+      component.deregister();
+    }
+  });
+});
