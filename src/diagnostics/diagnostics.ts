@@ -6,7 +6,7 @@ import {
   ATTR_DIAGNOSTIC_SPAN_TREE,
   ATTR_DEADLINE_EXCEEDED,
   ATTR_DIAGNOSTIC_STACKS,
-  ATTR_DIAGNOSTIC_SUMMARY,
+  ATTR_DIAGNOSTIC_OVERVIEW,
   ATTR_DIAGNOSTIC_TRUNCATED,
   ATTR_EVENT_LOOP_BLOCKED_IN,
   ATTR_EVENT_LOOP_BLOCKED_MS,
@@ -213,7 +213,7 @@ export class Diagnostics implements HealthDiagnostics {
 
   #emit(snapshot: DiagnosticSnapshot, block?: BlockedLoop): void {
     const summary = cap(summarize(snapshot), this.#maxBytes);
-    const tree = cap(JSON.stringify(snapshot.components.map(({ name, tick, inFlight, omitted }) => ({ component: name, tick: tick === undefined ? undefined : { ...tick, deadline: isoTime(tick.deadline) }, omitted, inFlight: inFlight.map(withoutStacks) }))), this.#maxBytes);
+    const tree = cap(JSON.stringify(snapshot.components.map(({ name, tick, inFlight, omitted }) => ({ component: name, tick: tick === undefined ? undefined : { traceId: tick.traceId, spanId: tick.spanId, seq: tick.seq, deadline: isoTime(tick.deadline) }, omitted, inFlight: inFlight.map(withoutStacks) }))), this.#maxBytes);
     const stacks = cap(formatStacks(snapshot), this.#maxBytes);
     const links: Link[] = block?.span === undefined ? [] : [{ context: { ...block.span, traceFlags: TraceFlags.SAMPLED }, attributes: { 'lifeline.link': 'event loop blocked' } }];
     const blockedIn = block?.blockedIn === undefined ? undefined : this.#redactor.text(block.blockedIn);
@@ -227,16 +227,17 @@ export class Diagnostics implements HealthDiagnostics {
         ...(blockedIn === undefined ? {} : { [ATTR_EVENT_LOOP_BLOCKED_IN]: blockedIn }),
       },
     });
-    // The summary first: the UI lists an event's attributes in order, and the tree renders tall.
+    // The overview first (UIs list an event's attributes in order, Jaeger's alphabetically); the tree renders tall.
     verdict.addEvent(EVENT_DIAGNOSTIC, {
-      [ATTR_DIAGNOSTIC_SUMMARY]: summary.text,
+      [ATTR_DIAGNOSTIC_OVERVIEW]: summary.text,
       [ATTR_DIAGNOSTIC_SPAN_TREE]: tree.text,
       [ATTR_DIAGNOSTIC_STACKS]: stacks.text,
       [ATTR_DIAGNOSTIC_TRUNCATED]: summary.truncated || tree.truncated || stacks.truncated,
     });
     const why = block === undefined ? '' : ` (event loop blocked for ${(block.blockedMs / 1_000).toFixed(1)} s${blockedIn === undefined ? '' : ` in ${blockedIn}`})`;
     verdict.setStatus({ code: SpanStatusCode.ERROR, message: `unhealthy: ${snapshot.unhealthy.join(', ')}${why}` });
-    const budget = { left: MAX_SNAPSHOT_SPANS };
+    // One end for every snapshot span: the state at the verdict (a child ending after its parent reads as clock skew in Jaeger).
+    const budget = { left: MAX_SNAPSHOT_SPANS, endTime: Date.parse(snapshot.at) };
     for (const component of snapshot.components) this.#explain(component, verdict, budget);
     verdict.end();
 
@@ -249,7 +250,7 @@ export class Diagnostics implements HealthDiagnostics {
    * One child of the verdict per unhealthy component, found by `lifeline.health.component`, linked
    * both ways with the snapshot of the component's stuck tick.
    */
-  #explain(component: DiagnosticSnapshot['components'][number], verdict: Span, budget: { left: number }): void {
+  #explain(component: DiagnosticSnapshot['components'][number], verdict: Span, budget: SnapshotBudget): void {
     const why = this.#tracer.startSpan(`${component.name} unhealthy`, { kind: SpanKind.INTERNAL, attributes: { [ATTR_HEALTH_COMPONENT]: component.name, [ATTR_HEALTH_PROBE]: component.probe } }, trace.setSpan(ROOT_CONTEXT, verdict));
     const back: Link = { context: why.spanContext(), attributes: { 'lifeline.link': 'health verdict' } };
     const stuck = this.#exportInFlight(component.inFlight, budget, back);
@@ -266,14 +267,14 @@ export class Diagnostics implements HealthDiagnostics {
    * trace (see {@link SnapshotIdGenerator}), linked back to the verdict; the rest hang under their
    * parent's snapshot. Returns the roots' snapshots.
    */
-  #exportInFlight(nodes: readonly InFlightNode[], budget: { left: number }, back: Link, parent?: SpanContext): SpanContext[] {
+  #exportInFlight(nodes: readonly InFlightNode[], budget: SnapshotBudget, back: Link, parent?: SpanContext): SpanContext[] {
     const roots: SpanContext[] = [];
     for (const node of nodes) {
       let context = this.#snapshots.get(node.spanId);
       if (context === undefined) {
         if (budget.left <= 0) break;
         budget.left--;
-        context = this.#snapshotOf(node, back, parent);
+        context = this.#snapshotOf(node, back, parent, budget.endTime);
         this.#snapshots.set(node.spanId, context);
         if (this.#snapshots.size > REMEMBERED_SNAPSHOTS) this.#snapshots.delete(this.#snapshots.keys().next().value as string);
       }
@@ -283,7 +284,7 @@ export class Diagnostics implements HealthDiagnostics {
     return roots;
   }
 
-  #snapshotOf(node: InFlightNode, back: Link, parent: SpanContext | undefined): SpanContext {
+  #snapshotOf(node: InFlightNode, back: Link, parent: SpanContext | undefined, endTime: number): SpanContext {
     const tracked = this.#inFlight?.get(node.spanId);
     const attributes: Attributes = {};
     for (const [key, value] of Object.entries(tracked?.span.attributes ?? node.attributes)) {
@@ -313,9 +314,15 @@ export class Diagnostics implements HealthDiagnostics {
         : this.#tracer.startSpan(name, options, trace.setSpanContext(ROOT_CONTEXT, parent));
     // Past its deadline and still running: the culprit, marked as an error where a trace list shows one.
     if (overdueMs !== undefined) snapshot.setStatus({ code: SpanStatusCode.ERROR, message: state(node) });
-    snapshot.end();
+    snapshot.end(endTime);
     return snapshot.spanContext();
   }
+}
+
+/** Snapshot spans a verdict may still export, and when they all end. */
+interface SnapshotBudget {
+  left: number;
+  readonly endTime: number;
 }
 
 /** The first nodes of `spans` that the budget still allows (each `build` then spends one). */
@@ -323,8 +330,9 @@ function within(spans: TrackedSpan[], budget: { nodes: number }): TrackedSpan[] 
   return spans.length <= budget.nodes ? spans : spans.slice(0, Math.max(0, budget.nodes));
 }
 
-function withoutStacks(node: InFlightNode): Omit<InFlightNode, 'stack' | 'children'> & { children: unknown[] } {
-  const { stack: _stack, children, ...rest } = node;
+/** A node as the span tree attribute has it: no stack (see `stacks`), nor IDs its nesting and tick already say. */
+function withoutStacks(node: InFlightNode): Omit<InFlightNode, 'stack' | 'children' | 'traceId' | 'parentSpanId'> & { children: unknown[] } {
+  const { stack: _stack, traceId: _trace, parentSpanId: _parent, children, ...rest } = node;
   return { ...rest, children: children.map(withoutStacks) };
 }
 

@@ -14,8 +14,11 @@ export const ATTR_DEADLINE_MISSING = 'lifeline.deadline.missing';
 /** Diagnostics: the verdict span's attribute, its event and the event's attributes. */
 export const ATTR_HEALTH_UNHEALTHY = 'lifeline.health.unhealthy';
 export const EVENT_DIAGNOSTIC = 'lifeline.diagnostic';
-/** A few lines a person reads first: per component, its stuck calls, where to, how late, from where. */
-export const ATTR_DIAGNOSTIC_SUMMARY = 'lifeline.diagnostic.summary';
+/**
+ * A few lines a person reads first: per component, its stuck calls, where to, how late, from where.
+ * Named to sort first: Jaeger lists an event's attributes alphabetically.
+ */
+export const ATTR_DIAGNOSTIC_OVERVIEW = 'lifeline.diagnostic.overview';
 export const ATTR_DIAGNOSTIC_SPAN_TREE = 'lifeline.diagnostic.span_tree';
 export const ATTR_DIAGNOSTIC_STACKS = 'lifeline.diagnostic.stacks';
 export const ATTR_DIAGNOSTIC_TRUNCATED = 'lifeline.diagnostic.truncated';

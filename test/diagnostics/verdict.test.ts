@@ -99,10 +99,10 @@ describe('an unhealthy verdict explains itself (SPEC §8)', () => {
     expect(verdict?.status.code).toBe(SpanStatusCode.ERROR);
     expect(verdict?.attributes['lifeline.health.unhealthy']).toEqual(['poller']);
     const event = verdict?.events.find((e) => e.name === 'lifeline.diagnostic');
-    const summary = String(event?.attributes?.['lifeline.diagnostic.summary']);
+    const summary = String(event?.attributes?.['lifeline.diagnostic.overview']);
     const tree = String(event?.attributes?.['lifeline.diagnostic.span_tree']);
     const stacks = String(event?.attributes?.['lifeline.diagnostic.stacks']);
-    expect(Object.keys(event?.attributes ?? {})[0]).toBe('lifeline.diagnostic.summary'); // read first
+    expect(Object.keys(event?.attributes ?? {})[0]).toBe('lifeline.diagnostic.overview'); // read first
     expect(summary).toMatch(new RegExp(`^poller \\(liveness\\) is unhealthy:\n  GET http://127\\.0\\.0\\.1:${String(silent.port)}/v1/items\\?page=2&token=REDACTED \\(in flight \\d\\.\\d s, deadline in \\d+\\.\\d s\\) from pollUpstream \\(`));
     expect(event?.attributes?.['lifeline.diagnostic.truncated']).toBe(false);
     expect(tree).toContain('"name":"tick poller"');
@@ -207,7 +207,7 @@ describe('an unhealthy verdict explains itself (SPEC §8)', () => {
     expect(root?.parentSpanContext).toBeUndefined();
     expect(root?.spanContext().traceId).not.toBe(tick.traceId); // a trace of its own
     expect(call?.parentSpanContext?.spanId).toBe(root?.spanContext().spanId);
-    const summary = String(verdicts()[0]?.events[0]?.attributes?.['lifeline.diagnostic.summary']);
+    const summary = String(verdicts()[0]?.events[0]?.attributes?.['lifeline.diagnostic.overview']);
     expect(summary).toBe('reporter (liveness) is unhealthy:\n  GET http://reports.internal:8080/report?day=1 (in flight 4.0 s, 2.3 s past its deadline) from reportDaily (/srv/app/report.mjs:12:9)');
   });
 
