@@ -73,7 +73,7 @@ for (const inFlightCount of [1_000, 10_000]) {
     const started = process.hrtime.bigint();
     health.check(); // healthy -> unhealthy: builds, caps and exports the diagnostic
     times.push(Number(process.hrtime.bigint() - started) / 1e6);
-    const verdict = exporter.spans.find((s) => s.name === 'health verdict');
+    const verdict = exporter.spans.find((s) => s.name.startsWith('health verdict'));
     const event = verdict?.events.find((e) => e.name === 'lifeline.diagnostic');
     sizes = {
       tree: Buffer.byteLength(String(event?.attributes?.['lifeline.diagnostic.span_tree'])),

@@ -4,7 +4,9 @@
 // Starts the local stack (Jaeger built from the Go module proxy on first run), runs
 // examples/stuck-dependency under `node --import otel-lifeline/register`, prints the probe and Jaeger
 // URLs, and after ~30 s prints what Jaeger holds: the calls aborted by deadlines (found by tag
-// lifeline.deadline.exceeded=true) and the diagnostic of the component that got stuck.
+// lifeline.deadline.exceeded=true) and the diagnostic of the component that got stuck. With
+// JAEGER_UI_ASSETS_PATH set to a built jaeger-ui, Jaeger serves its real UI and the demo prints the
+// links a person would open: the search, the stuck trace, the verdict.
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -47,7 +49,7 @@ console.log(`
 service       examples/stuck-dependency (port ${started.port}); its dependency ${started.dependency} never answers
 probes        ${probe}/live  ${probe}/ready   (try: npx lifeline health --url ${probe} --probe live)
 Jaeger API    ${stack.queryUrl}/api/traces?service=${SERVICE}&tags=${encodeURIComponent('{"lifeline.deadline.exceeded":"true"}')}
-              (Jaeger's UI is a placeholder in a Go-built binary; the query API is the real thing)
+${stack.uiUrl === undefined ? "              (Jaeger's UI is a placeholder in a Go-built binary: set JAEGER_UI_ASSETS_PATH to a built jaeger-ui for the real one)" : `Jaeger UI     ${stack.uiUrl}/search?service=${SERVICE}&lookback=1h&tags=${encodeURIComponent('{"lifeline.in_flight":"true"}')}`}
 `);
 
 for (let elapsed = 0; elapsed < seconds; elapsed += 5) {
@@ -72,18 +74,32 @@ for (const span of aborted.slice(-5)) {
   console.log(`  ${new Date(span.startTime / 1_000).toISOString()}  ${span.operationName} ${tag(span, 'url.full')}  ${Math.round(span.duration / 1_000)} ms  deadline source: ${tag(span, 'lifeline.deadline.source')}`);
 }
 
-const verdict = (await traces({ operation: 'health verdict' })).flatMap((t) => t.spans).find((s) => s.operationName === 'health verdict');
+const verdictTrace = (await traces({ tags: JSON.stringify({ 'lifeline.health.component': 'indexer' }) })).find((t) => t.spans.some((s) => s.operationName.startsWith('health verdict')));
+const verdict = verdictTrace?.spans.find((s) => s.operationName.startsWith('health verdict'));
 const fields = verdict?.logs.find((l) => l.fields.some((f) => f.value === 'lifeline.diagnostic'))?.fields ?? [];
 const field = (key) => fields.find((f) => f.key === key)?.value;
 console.log(`\nFrom Jaeger — the health verdict: unhealthy ${JSON.stringify(tag(verdict ?? { tags: [] }, 'lifeline.health.unhealthy') ?? null)}`);
 if (verdict !== undefined) {
+  console.log('  lifeline.diagnostic.overview:');
+  for (const line of String(field('lifeline.diagnostic.overview')).split('\n')) console.log(`    ${line}`);
   console.log('  lifeline.diagnostic.stacks:');
   for (const line of String(field('lifeline.diagnostic.stacks')).split('\n').slice(0, 30)) console.log(`    ${line}`);
-  const snapshots = (await traces({ tags: JSON.stringify({ 'lifeline.in_flight': 'true' }) })).flatMap((t) => t.spans);
-  console.log(`  snapshot spans in the stuck traces: ${[...new Set(snapshots.map((s) => s.operationName))].join(', ')}`);
+  const stuck = await traces({ tags: JSON.stringify({ 'lifeline.in_flight': 'true' }) });
+  console.log(`  snapshot spans in the stuck traces: ${[...new Set(stuck.flatMap((t) => t.spans).map((s) => s.operationName))].join(', ')}`);
+  if (stack.uiUrl !== undefined) {
+    console.log(`\nIn the Jaeger UI (while the demo runs):`);
+    console.log(`  stuck traces   ${stack.uiUrl}/search?service=${SERVICE}&lookback=1h&tags=${encodeURIComponent('{"lifeline.in_flight":"true"}')}`);
+    for (const t of stuck.slice(0, 3)) console.log(`  stuck trace    ${stack.uiUrl}/trace/${t.traceID}`);
+    console.log(`  the verdict    ${stack.uiUrl}/trace/${verdictTrace?.traceID ?? ''}`);
+  }
 }
 
 const urls = aborted.map((s) => String(tag(s, 'url.full')));
 const ok = urls.some((u) => u.includes('/inventory')) && urls.some((u) => u.includes('/report')) && verdict !== undefined;
 console.log(ok ? '\nDemo OK: deadlines ended the stuck fetch and node:http calls, so poller and reporter stayed healthy; indexer, stuck on a lock no deadline can reach, explained itself.' : '\nDemo FAILED: expected aborted calls and a verdict in Jaeger.');
+// A person at a terminal gets time to open the links; a script or CI gets its exit code at once.
+if (ok && stack.uiUrl !== undefined && process.stdin.isTTY) {
+  console.log('\nJaeger keeps running for the links above: Ctrl-C to stop.');
+  await new Promise(() => undefined);
+}
 await finish(ok ? 0 : 1);

@@ -4,7 +4,7 @@
 //   lifeline.deadline.exceeded=true) and both components stay healthy.
 // - `indexer` (liveness) waits for a lock that a crashed job never released: no deadline can end
 //   a promise that never settles, so it stops taking ticks, turns unhealthy, and lifeline exports
-//   a `health verdict` with the diagnostic (the in-flight span, the function that waits, the
+//   a `health verdict: indexer` with the diagnostic (the in-flight span, the function that waits, the
 //   sockets) and `(in flight)` snapshot spans.
 //
 //   LIFELINE_HEALTH_INTERVAL_MS=1000 node --import otel-lifeline/register examples/stuck-dependency/server.mjs

@@ -378,7 +378,9 @@ function state(node: InFlightNode): string {
 function snapshotName(node: InFlightNode, kind: SpanKind, overdueMs: number | undefined): string {
   const target = targetOf(node, kind);
   const where = target !== undefined && !node.name.includes(target) ? ` ${target}` : '';
-  const late = overdueMs === undefined ? '' : overdueMs < 1_000 ? ', past deadline' : `, ${String(Math.floor(overdueMs / 1_000))} s past deadline`;
+  // Rounded as the overview's tenths read (1.96 s reads 2.0 s there, so 2 s here).
+  const wholeSeconds = overdueMs === undefined ? 0 : Math.round(overdueMs / 1_000);
+  const late = overdueMs === undefined ? '' : wholeSeconds === 0 ? ', past deadline' : `, ${String(wholeSeconds)} s past deadline`;
   return `${node.name}${where} (in flight${late})`;
 }
 

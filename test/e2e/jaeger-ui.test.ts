@@ -152,6 +152,14 @@ describe('the Jaeger UI, as a person reads it (stuck-dependency example)', () =>
     expect(links.some((href) => verdictTraces.some((id) => href.includes(id))), `${JSON.stringify(links)} vs ${JSON.stringify(verdictTraces)}`).toBe(true);
   });
 
+  it('Jaeger\'s own error search finds none of it (the README says what to search instead)', async () => {
+    const queryUrl = stack?.queryUrl ?? '';
+    const counts = { errorTrue: (await findTraces(queryUrl, SERVICE, { error: 'true' })).length, statusError: (await findTraces(queryUrl, SERVICE, { 'otel.status_code': 'ERROR' })).length, inFlight: (await findTraces(queryUrl, SERVICE, { 'lifeline.in_flight': 'true' })).length };
+    console.log(`Jaeger tag search: error=true ${String(counts.errorTrue)} traces, otel.status_code=ERROR ${String(counts.statusError)}, lifeline.in_flight=true ${String(counts.inFlight)}`);
+    expect(counts).toEqual({ errorTrue: 0, statusError: 0, inFlight: expect.any(Number) as number });
+    expect(counts.inFlight).toBeGreaterThan(0);
+  });
+
   it('the verdict is found by the component\'s name, reads its summary first, and links to the stuck trace', async () => {
     const results = await search({ 'lifeline.health.component': 'indexer' });
     await page.screenshot({ path: join(RESULTS, '5-search-component.png') });

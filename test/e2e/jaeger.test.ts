@@ -84,6 +84,9 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
     const call = trace.spans.find((s) => isAborted(s, '/inventory')) as JaegerSpan;
     expect(tag(call, 'otel.status_code')).toBe('ERROR');
     expect(tag(call, 'url.full')).toContain('token=REDACTED');
+    // Who made the aborted calls: the user's function, not lifeline's timer.
+    expect(tag(call, 'code.function.name')).toBe('pollInventory');
+    expect(tag(reported, 'code.file.path')).toBe(join(ROOT, 'examples/stuck-dependency/server.mjs'));
     // Its tick span is its ancestor, in the same trace.
     const byId = new Map(trace.spans.map((s) => [s.spanID, s]));
     let ancestor = byId.get(parentOf(call) ?? '');
