@@ -40,6 +40,7 @@ export {
   Diagnostics,
   InFlightSpanProcessor,
   REDACTED,
+  SnapshotIdGenerator,
   type CaptureStacks,
   type DiagnosedComponent,
   type DiagnosticSnapshot,

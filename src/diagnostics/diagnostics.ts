@@ -69,6 +69,7 @@ const KEY_ATTRIBUTES = [
   'http.request.method',
   'url.full',
   'url.path',
+  'http.route',
   'server.address',
   'server.port',
   'network.peer.address',
@@ -83,8 +84,9 @@ const KEY_ATTRIBUTES = [
 
 /**
  * Explains unhealthy verdicts: on each healthy→unhealthy transition (and at most every
- * `minIntervalMs` while components stay unhealthy) a `health verdict` span with the
- * `lifeline.diagnostic` event, `(in flight)` snapshot spans in the stuck traces, and log lines.
+ * `minIntervalMs` while components stay unhealthy) a `health verdict: <components>` span with the
+ * `lifeline.diagnostic` event and a `<component> unhealthy` child per component, `(in flight)`
+ * snapshot spans in the stuck traces, and log lines.
  */
 export class Diagnostics implements HealthDiagnostics {
   readonly #inFlight: InFlightSpanProcessor | undefined;
@@ -96,8 +98,11 @@ export class Diagnostics implements HealthDiagnostics {
   readonly #redactor: Redactor;
   readonly #process = new ProcessView();
   readonly #ids: SnapshotIdGenerator | undefined;
-  /** Real span ID → its snapshot, oldest first: a span in flight is exported once, not per verdict. */
-  readonly #snapshots = new Map<string, SpanContext>();
+  /**
+   * Real span ID → its snapshot, oldest first: a span in flight is exported once, not per verdict,
+   * and again once its deadline has passed (so it shows it). Only snapshots that were recorded.
+   */
+  readonly #snapshots = new Map<string, { readonly context: SpanContext; readonly overdue: boolean }>();
   #lastEmit: number | undefined;
   #lastBlockEmit: number | undefined;
 
@@ -217,6 +222,20 @@ export class Diagnostics implements HealthDiagnostics {
     const stacks = cap(formatStacks(snapshot), this.#maxBytes);
     const links: Link[] = block?.span === undefined ? [] : [{ context: { ...block.span, traceFlags: TraceFlags.SAMPLED }, attributes: { 'lifeline.link': 'event loop blocked' } }];
     const blockedIn = block?.blockedIn === undefined ? undefined : this.#redactor.text(block.blockedIn);
+    const spans = (): void => {
+      this.#verdictSpans(snapshot, { summary, tree, stacks }, links, block, blockedIn);
+    };
+    if (this.#inFlight === undefined) spans();
+    else this.#inFlight.untracked(spans);
+
+    const logger = this.#logger ?? defaultLogger();
+    logger.info({ unhealthy: snapshot.unhealthy, inFlight: snapshot.components.reduce((n, c) => n + count(c.inFlight), 0) }, 'health verdict: unhealthy components');
+    logger[this.#log]({ diagnostic: { components: JSON.parse(JSON.stringify(snapshot.components)) as unknown, process: snapshot.process, evicted: snapshot.evicted } }, 'health diagnostic');
+  }
+
+  /** The verdict span, its event, a child per component and the snapshots (see {@link Diagnostics.snapshot}). */
+  #verdictSpans(snapshot: DiagnosticSnapshot, event: Record<'summary' | 'tree' | 'stacks', { text: string; truncated: boolean }>, links: Link[], block: BlockedLoop | undefined, blockedIn: string | undefined): void {
+    const { summary, tree, stacks } = event;
     const verdict = this.#tracer.startSpan(verdictName(snapshot.unhealthy), {
       root: true,
       kind: SpanKind.INTERNAL,
@@ -236,14 +255,14 @@ export class Diagnostics implements HealthDiagnostics {
     });
     const why = block === undefined ? '' : ` (event loop blocked for ${(block.blockedMs / 1_000).toFixed(1)} s${blockedIn === undefined ? '' : ` in ${blockedIn}`})`;
     verdict.setStatus({ code: SpanStatusCode.ERROR, message: `unhealthy: ${snapshot.unhealthy.join(', ')}${why}` });
-    // One end for every snapshot span: the state at the verdict (a child ending after its parent reads as clock skew in Jaeger).
+    // One end for this verdict's snapshot spans: the state at the verdict (a child ending after its
+    // parent reads as clock skew in Jaeger; one added under an earlier verdict's snapshot still does).
     const budget = { left: MAX_SNAPSHOT_SPANS, endTime: Date.parse(snapshot.at) };
-    for (const component of snapshot.components) this.#explain(component, verdict, budget);
-    verdict.end();
-
-    const logger = this.#logger ?? defaultLogger();
-    logger.info({ unhealthy: snapshot.unhealthy, inFlight: snapshot.components.reduce((n, c) => n + count(c.inFlight), 0) }, 'health verdict: unhealthy components');
-    logger[this.#log]({ diagnostic: { components: JSON.parse(JSON.stringify(snapshot.components)) as unknown, process: snapshot.process, evicted: snapshot.evicted } }, 'health diagnostic');
+    try {
+      for (const component of snapshot.components) this.#explain(component, verdict, budget);
+    } finally {
+      verdict.end();
+    }
   }
 
   /**
@@ -270,21 +289,30 @@ export class Diagnostics implements HealthDiagnostics {
   #exportInFlight(nodes: readonly InFlightNode[], budget: SnapshotBudget, back: Link, parent?: SpanContext): SpanContext[] {
     const roots: SpanContext[] = [];
     for (const node of nodes) {
-      let context = this.#snapshots.get(node.spanId);
-      if (context === undefined) {
+      const overdue = node.deadline !== undefined && node.deadline.remainingMs < 0;
+      const known = this.#snapshots.get(node.spanId);
+      let context = known?.context;
+      if (known === undefined || (overdue && !known.overdue)) {
         if (budget.left <= 0) break;
         budget.left--;
-        context = this.#snapshotOf(node, back, parent, budget.endTime);
-        this.#snapshots.set(node.spanId, context);
-        if (this.#snapshots.size > REMEMBERED_SNAPSHOTS) this.#snapshots.delete(this.#snapshots.keys().next().value as string);
+        const snapshot = this.#snapshotOf(node, back, parent, budget.endTime);
+        context = snapshot.spanContext();
+        // Not recorded (a sampler said no, a no-op provider): the next verdict tries again.
+        if (snapshot.isRecording()) {
+          this.#snapshots.delete(node.spanId);
+          this.#snapshots.set(node.spanId, { context, overdue });
+          if (this.#snapshots.size > REMEMBERED_SNAPSHOTS) this.#snapshots.delete(this.#snapshots.keys().next().value as string);
+        }
       }
+      if (context === undefined) continue;
       if (parent === undefined) roots.push(context);
       this.#exportInFlight(node.children, budget, back, context);
     }
     return roots;
   }
 
-  #snapshotOf(node: InFlightNode, back: Link, parent: SpanContext | undefined, endTime: number): SpanContext {
+  /** Exports one snapshot span; returns it ended (its `isRecording()` says whether it was recorded). */
+  #snapshotOf(node: InFlightNode, back: Link, parent: SpanContext | undefined, endTime: number): { spanContext(): SpanContext; isRecording(): boolean } {
     const tracked = this.#inFlight?.get(node.spanId);
     const attributes: Attributes = {};
     for (const [key, value] of Object.entries(tracked?.span.attributes ?? node.attributes)) {
@@ -314,8 +342,9 @@ export class Diagnostics implements HealthDiagnostics {
         : this.#tracer.startSpan(name, options, trace.setSpanContext(ROOT_CONTEXT, parent));
     // Past its deadline and still running: the culprit, marked as an error where a trace list shows one.
     if (overdueMs !== undefined) snapshot.setStatus({ code: SpanStatusCode.ERROR, message: state(node) });
+    const recorded = snapshot.isRecording();
     snapshot.end(endTime);
-    return snapshot.spanContext();
+    return { spanContext: () => snapshot.spanContext(), isRecording: () => recorded };
   }
 }
 
@@ -371,9 +400,10 @@ function state(node: InFlightNode): string {
 }
 
 /**
- * A snapshot span's name, which a trace view shows on its row: the call, where to (a client call's
- * host and path, a server span's path), that it is in flight, and, past its deadline, by how many
- * whole seconds (whole, so that stuck calls make few distinct operation names).
+ * A snapshot span's name, which a trace view shows on its row: the call, which dependency (a client
+ * call's `host:port`; a server span's route, when it has one), that it is in flight and, past its
+ * deadline, by how many whole seconds. No paths: they would make an operation name per resource
+ * (and may hold what redaction does not know to hide); the URL is in the attributes.
  */
 function snapshotName(node: InFlightNode, kind: SpanKind, overdueMs: number | undefined): string {
   const target = targetOf(node, kind);
@@ -384,19 +414,24 @@ function snapshotName(node: InFlightNode, kind: SpanKind, overdueMs: number | un
   return `${node.name}${where} (in flight${late})`;
 }
 
-/** `host:port/path` of a client call, `/path` of a server span (no query: it may hold secrets). */
+/** `host:port` of a client call, the route of a server span. */
 function targetOf(node: InFlightNode, kind: SpanKind): string | undefined {
-  const url = node.attributes['url.full'];
-  if (typeof url === 'string') {
-    try {
-      const parsed = new URL(url);
-      return kind === SpanKind.CLIENT ? `${parsed.host}${parsed.pathname}` : parsed.pathname;
-    } catch {
-      // not a URL: the path attribute, if any
-    }
+  if (kind === SpanKind.SERVER) {
+    const route = node.attributes['http.route'];
+    return typeof route === 'string' ? route : undefined;
   }
-  const path = node.attributes['url.path'];
-  return typeof path === 'string' ? path : undefined;
+  const host = node.attributes['server.address'];
+  if (typeof host === 'string') {
+    const port = node.attributes['server.port'];
+    return typeof port === 'number' ? `${host}:${String(port)}` : host;
+  }
+  const url = node.attributes['url.full'];
+  if (typeof url !== 'string') return undefined;
+  try {
+    return new URL(url).host;
+  } catch {
+    return undefined;
+  }
 }
 
 /** `health verdict: poller, reporter` — what a search result row shows of a verdict. */

@@ -51,6 +51,8 @@ export class InFlightSpanProcessor implements SpanProcessor {
   readonly #maxSpans: number;
   readonly #maxStackBytes: number;
   readonly #captureStacks: CaptureStacks;
+  /** Inside {@link InFlightSpanProcessor.untracked}: spans started now are not tracked. */
+  #untracked = 0;
   readonly #redactor: Redactor;
   readonly #spans = new Map<string, TrackedSpan>();
   /** Traces rooted at a tick span still in flight: their spans are "tick work". */
@@ -96,6 +98,7 @@ export class InFlightSpanProcessor implements SpanProcessor {
   }
 
   onStart(span: Span, _parentContext: Context): void {
+    if (this.#untracked > 0) return;
     // No redaction here: exporters only see ended spans, onEnding runs before any processor's
     // onEnd, and dumps of in-flight spans redact what they show. Redacting at start as well made
     // every value set at start pay twice.
@@ -151,7 +154,27 @@ export class InFlightSpanProcessor implements SpanProcessor {
     if (name !== span.name) span.updateName(name);
     // A failed call (one its deadline aborted, above all) says which of the user's functions made
     // it: its error's own stack holds only timers and sockets. Only failures pay for the attributes.
-    if (span.status.code === SpanStatusCode.ERROR) this.#recordCaller(span);
+    if (span.status.code === SpanStatusCode.ERROR) {
+      try {
+        this.#recordCaller(span);
+      } catch {
+        // A frame that is not a path (an odd file URL): the span ends without code.*, never with a throw into span.end().
+      }
+    }
+  }
+
+  /**
+   * @internal Runs `start`, whose spans are not tracked: a verdict's own spans (its snapshots,
+   * their stacks) are not work in flight, and must not push the stuck spans they show out of a
+   * full tracker.
+   */
+  untracked<T>(start: () => T): T {
+    this.#untracked++;
+    try {
+      return start();
+    } finally {
+      this.#untracked--;
+    }
   }
 
   /** `code.*` attributes from the span's creation stack, as the semantic conventions name them. */

@@ -296,6 +296,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
               await closed;
             }
             served = undefined;
+            stopPublishing?.();
           })();
           return stopping;
         },

@@ -12,6 +12,7 @@ import {
   type InstalledDeadlineDispatcher,
   isDeadlineExceeded,
   withTimeout,
+  type DiagnosticSnapshot,
   type InFlightNode,
   type Logger,
 } from '../../src/index.js';
@@ -86,6 +87,27 @@ async function stuckPoller(health: Health): Promise<string | undefined> {
   return tick?.spanContext.traceId;
 }
 
+/** A snapshot of `reporter` stuck in `GET reports.internal:8080/report`, `deadlineMs` from its deadline (negative: past it). */
+function reporterStuck(deadlineMs: number): { tick: InFlightNode; stuck: DiagnosticSnapshot } {
+  const now = Date.now();
+  const node = (name: string, spanId: string, children: InFlightNode[], attributes: InFlightNode['attributes'] = {}): InFlightNode => ({
+    name,
+    traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+    spanId,
+    parentSpanId: undefined,
+    ageMs: 4_000,
+    startedAt: new Date(now - 4_000).toISOString(),
+    deadline: { at: new Date(now + deadlineMs).toISOString(), remainingMs: deadlineMs },
+    attributes,
+    origin: 'reportDaily (/srv/app/report.mjs:12:9)',
+    stack: 'at reportDaily (/srv/app/report.mjs:12:9)',
+    children,
+  });
+  const tick = node('tick reporter', '00f067aa0ba902b6', [node('GET', '00f067aa0ba902b7', [], { 'url.full': 'http://reports.internal:8080/report?day=1' })]);
+  const process = { pid: 1, uptimeS: 1, handles: [], activeResources: {}, eventLoopDelayMs: { p50: 0, p99: 0, max: 0 } };
+  return { tick, stuck: { at: new Date(now).toISOString(), unhealthy: ['reporter'], components: [{ name: 'reporter', probe: 'liveness', tick: { traceId: tick.traceId, spanId: tick.spanId, seq: 3, deadline: now + deadlineMs }, inFlight: [tick], omitted: 0 }], process, evicted: 0 } };
+}
+
 const verdicts = (): ReadableSpan[] => exporter.getFinishedSpans().filter((s) => s.name.startsWith('health verdict'));
 const named = (name: string): ReadableSpan[] => exporter.getFinishedSpans().filter((s) => s.name === name);
 
@@ -121,7 +143,7 @@ describe('an unhealthy verdict explains itself (SPEC §8)', () => {
     // Snapshot spans: the root of the stuck tick's own trace (its real span has not ended), a tree, flagged in flight.
     expect(tickSnapshot?.spanContext().traceId).toBe(tickTrace);
     expect(tickSnapshot?.parentSpanContext).toBeUndefined();
-    const [getSnapshot] = named(`GET 127.0.0.1:${String(silent.port)}/v1/items (in flight)`);
+    const [getSnapshot] = named(`GET 127.0.0.1:${String(silent.port)} (in flight)`);
     expect(getSnapshot?.attributes['lifeline.in_flight']).toBe(true);
     expect(getSnapshot?.attributes['lifeline.deadline.exceeded']).toBeUndefined(); // not yet past its deadline
     expect(getSnapshot?.status.code).toBe(SpanStatusCode.UNSET);
@@ -173,7 +195,7 @@ describe('an unhealthy verdict explains itself (SPEC §8)', () => {
     expect(verdicts()).toHaveLength(2);
     // A span still in flight is exported once: the second verdict links to the first snapshot.
     const snapshots = exporter.getFinishedSpans().filter((s) => s.attributes['lifeline.in_flight'] === true);
-    expect(snapshots.map((s) => s.name).sort()).toEqual([`GET 127.0.0.1:${String(silent.port)}/v1/items (in flight)`, 'tick poller (in flight)']);
+    expect(snapshots.map((s) => s.name).sort()).toEqual([`GET 127.0.0.1:${String(silent.port)} (in flight)`, 'tick poller (in flight)']);
     const whys = named('poller unhealthy');
     expect(whys.map((w) => w.links.map((l) => l.context.spanId))).toEqual([[snapshots.find((s) => s.name.startsWith('tick'))?.spanContext().spanId], [snapshots.find((s) => s.name.startsWith('tick'))?.spanContext().spanId]]);
   });
@@ -182,24 +204,9 @@ describe('an unhealthy verdict explains itself (SPEC §8)', () => {
     // Without lifeline's ID generator in the provider, a stuck tick's snapshot is a trace of its own.
     const plain = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
     const diagnostics = new Diagnostics({ tracerProvider: plain, logger, ids });
-    const now = Date.now();
-    const node = (name: string, spanId: string, deadlineMs: number, children: InFlightNode[], attributes: InFlightNode['attributes'] = {}): InFlightNode => ({
-      name,
-      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
-      spanId,
-      parentSpanId: undefined,
-      ageMs: 4_000,
-      startedAt: new Date(now - 4_000).toISOString(),
-      deadline: { at: new Date(now + deadlineMs).toISOString(), remainingMs: deadlineMs },
-      attributes,
-      origin: 'reportDaily (/srv/app/report.mjs:12:9)',
-      stack: 'at reportDaily (/srv/app/report.mjs:12:9)',
-      children,
-    });
-    const get = node('GET', '00f067aa0ba902b7', -2_300, [], { 'url.full': 'http://reports.internal:8080/report?day=1' });
-    const tick = node('tick reporter', '00f067aa0ba902b6', -2_300, [get]);
-    diagnostics.onEventLoopBlock({ blockedMs: 0 }, () => ({ at: new Date(now).toISOString(), unhealthy: ['reporter'], components: [{ name: 'reporter', probe: 'liveness', tick: { traceId: tick.traceId, spanId: tick.spanId, seq: 3, deadline: now - 2_300 }, inFlight: [tick], omitted: 0 }], process: { pid: 1, uptimeS: 1, handles: [], activeResources: {}, eventLoopDelayMs: { p50: 0, p99: 0, max: 0 } }, evicted: 0 }));
-    const [call] = named('GET /report (in flight, 2 s past deadline)');
+    const { tick, stuck } = reporterStuck(-2_300);
+    diagnostics.onEventLoopBlock({ blockedMs: 0 }, () => stuck);
+    const [call] = named('GET reports.internal:8080 (in flight, 2 s past deadline)');
     expect(call?.status).toEqual({ code: SpanStatusCode.ERROR, message: 'in flight 4.0 s, 2.3 s past its deadline' });
     expect(call?.attributes).toMatchObject({ 'lifeline.deadline.exceeded': true, 'lifeline.in_flight.overdue_ms': 2_300, 'lifeline.in_flight.age_ms': 4_000 });
     const [root] = named('tick reporter (in flight, 2 s past deadline)');
@@ -209,6 +216,27 @@ describe('an unhealthy verdict explains itself (SPEC §8)', () => {
     expect(call?.parentSpanContext?.spanId).toBe(root?.spanContext().spanId);
     const summary = String(verdicts()[0]?.events[0]?.attributes?.['lifeline.diagnostic.overview']);
     expect(summary).toBe('reporter (liveness) is unhealthy:\n  GET http://reports.internal:8080/report?day=1 (in flight 4.0 s, 2.3 s past its deadline) from reportDaily (/srv/app/report.mjs:12:9)');
+  });
+
+  it('a snapshot taken before the deadline is exported again once it has passed, then not again', () => {
+    const diagnostics = new Diagnostics({ tracerProvider: provider, logger, ids, minIntervalMs: 0 });
+    const snapshots = (): string[] => exporter.getFinishedSpans().filter((s) => s.attributes['lifeline.in_flight'] === true).map((s) => s.name);
+    diagnostics.onEventLoopBlock({ blockedMs: 0 }, () => reporterStuck(500).stuck);
+    expect(snapshots()).toEqual(['tick reporter (in flight)', 'GET reports.internal:8080 (in flight)']);
+    diagnostics.onEventLoopBlock({ blockedMs: 0 }, () => reporterStuck(-2_300).stuck);
+    diagnostics.onEventLoopBlock({ blockedMs: 0 }, () => reporterStuck(-3_300).stuck);
+    expect(snapshots()).toEqual(['tick reporter (in flight)', 'GET reports.internal:8080 (in flight)', 'tick reporter (in flight, 2 s past deadline)', 'GET reports.internal:8080 (in flight, 2 s past deadline)']);
+    expect(verdicts()).toHaveLength(3);
+  });
+
+  it('a verdict\'s own spans are not tracked: a full tracker keeps the stuck spans it shows', () => {
+    const small = new InFlightSpanProcessor({ maxSpans: 2 });
+    const tracked = new TracerProvider({ spanProcessors: [small, new SimpleSpanProcessor({ exporter })] });
+    const work = [tracked.getTracer('app').startSpan('stuck 1'), tracked.getTracer('app').startSpan('stuck 2')];
+    new Diagnostics({ inFlight: small, tracerProvider: tracked, logger }).onEventLoopBlock({ blockedMs: 0 }, () => reporterStuck(-2_300).stuck);
+    expect(exporter.getFinishedSpans().filter((s) => s.attributes['lifeline.in_flight'] === true)).toHaveLength(2);
+    expect({ size: small.size, evicted: small.evicted }).toEqual({ size: 2, evicted: 0 });
+    for (const span of work) span.end();
   });
 
   it('a block of the event loop past the catalog\'s limit is recorded as a verdict: where, how long, linked to the watchdog\'s span; rate limited; redacted', async () => {
