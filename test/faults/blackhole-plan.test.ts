@@ -111,6 +111,15 @@ async function probeFor(ms: number): Promise<{ statuses: number[]; failures: str
   return { statuses, failures };
 }
 
+/** Waits until /live answers 200 (at most 10 s). */
+async function untilLive(): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while ((await fetch(`http://${host.ip}:${String(PROBE_PORT)}/live`, { signal: AbortSignal.timeout(1_000) }).then((r) => r.status, () => 0)) !== 200) {
+    if (Date.now() > deadline) throw new Error('timed out waiting for /live to answer 200');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 async function until(predicate: () => boolean, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!predicate()) {
@@ -180,6 +189,10 @@ describe.each(CLIENTS)(`blackhole plan ($client): dependency blackholed for ${FA
     const service = startService({ CLIENT: client });
     try {
       await until(() => service.calls.length > 0, 10_000, 'the first call');
+      // A component is unhealthy until a round sees it take a tick: the first call ends at its
+      // deadline, the same instant as that round, which may come a few ms after. The fault window
+      // starts once the service says it is healthy (CI probed in between and got that 503).
+      await untilLive();
       await blackholePhase(service, 'connect phase', true);
     } finally {
       await service.stop();
