@@ -1,3 +1,5 @@
+import { MAX_TIMER_MS } from '../errors/index.js';
+
 const UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
 
 /**
@@ -9,5 +11,5 @@ export function parseDuration(text: string): number | undefined {
   if (match === null) return undefined;
   // Whole ms, within what a timer can wait (AbortSignal.timeout takes a 32-bit count).
   const ms = Math.ceil(Number(match[1]) * (UNITS[match[2] ?? 's'] ?? 1_000));
-  return ms > 0 && ms <= 2_147_483_647 ? ms : undefined;
+  return ms > 0 && ms <= MAX_TIMER_MS ? ms : undefined;
 }

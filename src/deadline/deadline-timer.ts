@@ -1,7 +1,5 @@
+import { MAX_TIMER_MS } from '../errors/index.js';
 import { monotonicNow, monotonicOf } from './clock.js';
-
-// setTimeout overflows above 2^31-1 ms and fires at once; longer waits re-arm in steps.
-const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * Calls `onExpire(subject)` once the deadline has been reached, never before: a timer may fire a

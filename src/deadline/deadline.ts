@@ -1,5 +1,5 @@
 import { context, createContextKey, type Context } from '@opentelemetry/api';
-import { invalidOption } from '../errors/index.js';
+import { invalidOption, MAX_TIMER_MS } from '../errors/index.js';
 import { monotonicNow, monotonicOf } from './clock.js';
 import { ensureContextManager } from './context-manager.js';
 import { DeadlineExceededError, type DeadlineSource } from './deadline-exceeded-error.js';
@@ -23,8 +23,6 @@ export interface Deadline {
 const DEADLINE_KEY = createContextKey('lifeline.deadline');
 /** The last instant a `Date` can hold: deadlines beyond it cannot be formatted or compared sanely. */
 export const MAX_DEADLINE_MS = 8.64e15;
-// setTimeout overflows above 2^31-1 ms and fires at once; longer waits re-arm in steps.
-const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * One deadline and its lazily created signal. Most deadlines are only compared, never awaited, so

@@ -1,5 +1,5 @@
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace, type Attributes, type Link, type Span, type SpanContext, type Tracer, type TracerProvider } from '@opentelemetry/api';
-import { invalidOption, oneOf } from '../errors/index.js';
+import { numberOption, oneOf } from '../errors/index.js';
 import { defaultLogger, type Logger } from '../log/index.js';
 import {
   ATTR_DEADLINE_AT,
@@ -108,8 +108,8 @@ export class Diagnostics implements HealthDiagnostics {
 
   constructor(options: DiagnosticsOptions = {}) {
     const { inFlight, tracerProvider, logger, minIntervalMs = 60_000, maxBytes = 16_384, log = 'debug', ids } = options;
-    if (typeof minIntervalMs !== 'number' || !Number.isFinite(minIntervalMs) || minIntervalMs < 0) throw invalidOption('diagnostics.minIntervalMs', minIntervalMs, 'a finite number of ms >= 0');
-    if (typeof maxBytes !== 'number' || !Number.isInteger(maxBytes) || maxBytes < 256) throw invalidOption('diagnostics.maxBytes', maxBytes, 'an integer >= 256');
+    numberOption('diagnostics.minIntervalMs', minIntervalMs, { min: 0, unit: 'ms' });
+    numberOption('diagnostics.maxBytes', maxBytes, { min: 256, integer: true });
     this.#inFlight = inFlight;
     this.#tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);
     this.#logger = logger;

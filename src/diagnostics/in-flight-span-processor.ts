@@ -1,7 +1,7 @@
 import { SpanStatusCode, type Context } from '@opentelemetry/api';
 // Types only: the core entry depends on the API at run time, never on the SDK.
 import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
-import { invalidOption, oneOf } from '../errors/index.js';
+import { numberOption, oneOf } from '../errors/index.js';
 import { ATTR_HEALTH_COMPONENT } from '../semconv/index.js';
 import { Redactor, type RedactionOptions } from './redact.js';
 import { captureStack, frameLocation, userFrames } from './stacks.js';
@@ -62,8 +62,8 @@ export class InFlightSpanProcessor implements SpanProcessor {
 
   constructor(options: InFlightSpanProcessorOptions = {}) {
     const { maxSpans = 10_000, maxStackBytes = 8 * 1024 * 1024, captureStacks = 'ticks', redact } = options;
-    if (typeof maxSpans !== 'number' || !Number.isInteger(maxSpans) || maxSpans < 1) throw invalidOption('maxSpans', maxSpans, 'an integer >= 1');
-    if (typeof maxStackBytes !== 'number' || !Number.isSafeInteger(maxStackBytes) || maxStackBytes < 1) throw invalidOption('maxStackBytes', maxStackBytes, 'an integer >= 1');
+    numberOption('maxSpans', maxSpans, { min: 1, integer: true });
+    numberOption('maxStackBytes', maxStackBytes, { min: 1, integer: true });
     this.#maxSpans = maxSpans;
     this.#maxStackBytes = maxStackBytes;
     this.#captureStacks = oneOf('captureStacks', captureStacks, ['off', 'ticks', 'all']);

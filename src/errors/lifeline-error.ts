@@ -31,6 +31,37 @@ export function oneOf<T extends string>(option: string, value: unknown, allowed:
   throw invalidOption(option, value, allowed.map((a) => `'${a}'`).join(', '));
 }
 
+/** The largest delay a Node timer takes (2³¹ − 1 ms): a longer one fires at once. */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/** What a numeric option must be. */
+export interface NumberRule {
+  /** The least value allowed; with `above`, values must be greater than it. */
+  readonly min: number;
+  readonly above?: boolean;
+  /** The greatest value allowed (default: any finite number). */
+  readonly max?: number;
+  /** Whole numbers only (safe integers). */
+  readonly integer?: boolean;
+  /** What the number counts, for the error message: `'ms'`. */
+  readonly unit?: 'ms';
+}
+
+/** `value` if it is a number the rule allows, else an `ERR_INVALID_OPTION` error naming the option and the rule. */
+export function numberOption(option: string, value: unknown, rule: NumberRule): number {
+  const { min, above = false, max = Number.MAX_VALUE, integer = false } = rule;
+  if (typeof value === 'number' && (above ? value > min : value >= min) && value <= max && (integer ? Number.isSafeInteger(value) : Number.isFinite(value))) return value;
+  const what = integer ? 'an integer' : rule.unit === 'ms' ? 'a number of ms' : 'a number';
+  const most = rule.max === undefined ? '' : ` and at most ${String(rule.max)}`;
+  throw invalidOption(option, value, `${what} ${above ? '>' : '≥'} ${String(min)}${most}`);
+}
+
+/** What a caught value says, for a log line: an error's message, a thrown string, else its type. */
+export function errorText(thrown: unknown): string {
+  if (thrown instanceof Error) return thrown.message;
+  return typeof thrown === 'string' ? thrown : typeof thrown;
+}
+
 function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);
   if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);

@@ -1,6 +1,6 @@
 import { BatchSpanProcessor, ConsoleSpanExporter, type SpanExporter } from '@opentelemetry/sdk-trace';
 import { envInteger } from '../config/index.js';
-import { LifelineError } from '../errors/index.js';
+import { LifelineError, MAX_TIMER_MS } from '../errors/index.js';
 import { loggerOrDefault, type Logger } from '../log/index.js';
 
 /**
@@ -44,8 +44,6 @@ export interface BatchTuning {
   exportTimeoutMillis?: number;
 }
 
-// setTimeout fires at once above 2^31-1 ms: a longer delay would export in a tight loop.
-const MAX_TIMER_MS = 2_147_483_647;
 const DEFAULT_QUEUE_SIZE = 2048;
 const DEFAULT_BATCH_SIZE = 512;
 

@@ -1,7 +1,7 @@
 import { ROOT_CONTEXT, context, metrics } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
-import { invalidOption } from '../errors/index.js';
+import { numberOption } from '../errors/index.js';
 import type { Logger } from '../log/index.js';
 
 /** Options of {@link RetryingExporter}. */
@@ -60,7 +60,7 @@ export class RetryingExporter implements SpanExporter {
     this.#maxSpans = options.maxSpans ?? 2_048;
     this.#maxBytes = options.maxBytes ?? 16 * 2 ** 20;
     for (const [name, value] of [['maxSpans', this.#maxSpans], ['maxBytes', this.#maxBytes]] as const) {
-      if (!Number.isSafeInteger(value) || value < 1) throw invalidOption(`exportBuffer.${name}`, value, 'an integer ≥ 1');
+      numberOption(`exportBuffer.${name}`, value, { min: 1, integer: true });
     }
     this.#initialBackoffMs = options.initialBackoffMs ?? 500;
     this.#maxBackoffMs = options.maxBackoffMs ?? 30_000;

@@ -1,7 +1,7 @@
 import { trace, type TracerProvider, type Tracer } from '@opentelemetry/api';
 import { ensureContextManager, monotonicNow } from '../deadline/index.js';
 import { Diagnostics, type DiagnosedComponent, type DiagnosticSnapshot, type DiagnosticsOptions, type HealthDiagnostics } from '../diagnostics/index.js';
-import { invalidOption, LifelineError } from '../errors/index.js';
+import { errorText, invalidOption, LifelineError, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import { defaultLogger } from '../log/index.js';
 import { SCOPE_NAME } from '../semconv/index.js';
 import { ComponentHandle } from './component.js';
@@ -104,8 +104,8 @@ export class Health {
   constructor(options: HealthOptions = {}) {
     const { interval = 15_000, buffer = 2, tracerProvider, diagnostics } = options;
     // A timer cannot wait longer than 2^31-1 ms (it would fire every ms instead).
-    if (typeof interval !== 'number' || !(interval > 0 && interval <= 2_147_483_647)) throw invalidOption('interval', interval, 'a number of ms > 0 and at most 2147483647');
-    if (typeof buffer !== 'number' || !Number.isInteger(buffer) || buffer < 1 || buffer > 1_000_000) throw invalidOption('buffer', buffer, 'an integer from 1 to 1000000');
+    numberOption('interval', interval, { min: 0, above: true, max: MAX_TIMER_MS, unit: 'ms' });
+    numberOption('buffer', buffer, { min: 1, max: 1_000_000, integer: true });
     this.interval = interval;
     this.buffer = buffer;
     this.stallAfterMs = 2 * interval;
@@ -190,7 +190,7 @@ export class Health {
         listener();
       } catch (error) {
         // A listener's failure must not stop the round that reports liveness.
-        defaultLogger().info({ err: error instanceof Error ? error.message : typeof error }, 'lifeline: a verdict listener failed');
+        defaultLogger().info({ err: errorText(error) }, 'lifeline: a verdict listener failed');
       }
     }
   }
@@ -215,7 +215,7 @@ export class Health {
       this.#diagnostics.onRound(turned, turned.length > 0 || this.#hasUnhealthy(), () => this.#unhealthyComponents());
     } catch (error) {
       // Explaining a verdict must never take down the process whose liveness it reports.
-      defaultLogger().info({ err: error instanceof Error ? error.message : typeof error }, 'lifeline: diagnostics failed');
+      defaultLogger().info({ err: errorText(error) }, 'lifeline: diagnostics failed');
     }
   }
 

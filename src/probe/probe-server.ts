@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
-import { invalidOption } from '../errors/index.js';
+import { invalidOption, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import type { DiagnosticSnapshot, InFlightNode } from '../diagnostics/index.js';
 import type { HealthStatus, ProbeKind } from '../health/index.js';
 import { defaultLogger, type Logger } from '../log/index.js';
@@ -86,15 +86,15 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
     maxUnsentBytes = 65_536,
     maxRequestsPerSecond = 1_000,
   } = options;
-  if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65_535) throw invalidOption('port', port, 'an integer from 0 to 65535');
+  numberOption('port', port, { min: 0, max: 65_535, integer: true });
   if (typeof host !== 'string' || host === '') throw invalidOption('host', host, 'a non-empty host name or address');
-  if (!isPositive(requestTimeoutMs)) throw invalidOption('requestTimeoutMs', requestTimeoutMs, 'a finite number of ms > 0');
-  if (!isPositive(failureLogIntervalMs)) throw invalidOption('failureLogIntervalMs', failureLogIntervalMs, 'a finite number of ms > 0');
+  numberOption('requestTimeoutMs', requestTimeoutMs, { min: 0, above: true, max: MAX_TIMER_MS, unit: 'ms' });
+  numberOption('failureLogIntervalMs', failureLogIntervalMs, { min: 0, above: true, unit: 'ms' });
   if (typeof debugDiagnostics !== 'boolean') throw invalidOption('debugDiagnostics', debugDiagnostics, 'a boolean');
-  if (!isCount(maxConnections)) throw invalidOption('maxConnections', maxConnections, 'an integer ≥ 1');
-  if (!isCount(maxRequestsPerConnection)) throw invalidOption('maxRequestsPerConnection', maxRequestsPerConnection, 'an integer ≥ 1');
-  if (!isCount(maxUnsentBytes)) throw invalidOption('maxUnsentBytes', maxUnsentBytes, 'an integer ≥ 1');
-  if (!isPositive(maxRequestsPerSecond)) throw invalidOption('maxRequestsPerSecond', maxRequestsPerSecond, 'a finite number > 0');
+  numberOption('maxConnections', maxConnections, { min: 1, integer: true });
+  numberOption('maxRequestsPerConnection', maxRequestsPerConnection, { min: 1, integer: true });
+  numberOption('maxUnsentBytes', maxUnsentBytes, { min: 1, integer: true });
+  numberOption('maxRequestsPerSecond', maxRequestsPerSecond, { min: 0, above: true });
 
   const logFailure = failureLog(logger, failureLogIntervalMs);
   const clients = new ClientLimits(maxRequestsPerConnection, maxUnsentBytes, new RequestBudget(maxRequestsPerSecond));
@@ -478,10 +478,4 @@ function urlHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-function isCount(value: unknown): value is number {
-  return typeof value === 'number' && Number.isInteger(value) && value >= 1;
-}
 
-function isPositive(value: unknown): value is number {
-  return typeof value === 'number' && Number.isFinite(value) && value > 0;
-}

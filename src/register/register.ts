@@ -9,6 +9,7 @@
 import { basename } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import { unsupportedNode } from '../config/index.js';
+import { errorText } from '../errors/index.js';
 
 const unsupported = unsupportedNode();
 if (unsupported !== undefined) fail(`${unsupported}: upgrade Node, or remove --import otel-lifeline/register`);
@@ -34,7 +35,7 @@ async function start(): Promise<void> {
   try {
     config = readEnvConfig();
   } catch (err) {
-    fail(err instanceof Error ? err.message : String(err));
+    fail(errorText(err));
   }
   // Imported only once the environment is known to be valid: the process-wide catalog reads it on load.
   const { startLifeline } = await import('../sdk/index.js');
@@ -66,7 +67,7 @@ async function start(): Promise<void> {
     if (code !== undefined && ['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES', 'ENOTFOUND', 'EAI_AGAIN'].includes(code) && config.probe !== false) {
       fail(`cannot start the probe server on LIFELINE_PROBE_HOST=${JSON.stringify(config.probe.host ?? '(default)')} LIFELINE_PROBE_PORT=${JSON.stringify(String(config.probe.port ?? 5555))} (${code})`);
     }
-    fail(err instanceof Error ? err.message : String(err));
+    fail(errorText(err));
   }
 }
 

@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { LifelineError } from '../index.js';
+import { errorText } from '../errors/index.js';
 
 const PACKAGE = '@opentelemetry/auto-instrumentations-node';
 
@@ -37,7 +38,7 @@ async function load(): Promise<AutoInstrumentationsPackage | undefined> {
 }
 
 function broken(err: unknown): LifelineError {
-  const why = err instanceof Error ? err.message : String(err);
+  const why = errorText(err);
   return new LifelineError('ERR_INVALID_OPTION', `${PACKAGE} is installed but cannot be loaded (${why}): repair the install, or turn it off (autoInstrumentations: false, LIFELINE_AUTO_INSTRUMENTATIONS=off)`, { cause: err });
 }
 

@@ -5,7 +5,7 @@ import type { HttpInstrumentationConfig } from '@opentelemetry/instrumentation-h
 import { RandomIdGenerator, type IdGenerator, type SpanProcessor } from '@opentelemetry/sdk-trace';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { DEFAULT_HEADERS_TIMEOUT_MS, unsupportedNode } from '../config/index.js';
-import { invalidOption, oneOf } from '../errors/index.js';
+import { MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
 import { closeServersGracefully, policyDeadlineOf, trackHttpServers } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
 import { SELF_COMPONENT } from '../health/index.js';
@@ -144,9 +144,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
   const unsupported = unsupportedNode();
   if (unsupported !== undefined) throw new LifelineError('ERR_UNSUPPORTED_NODE', unsupported);
   const { shutdownTimeoutMs } = options;
-  if (shutdownTimeoutMs !== undefined && !(typeof shutdownTimeoutMs === 'number' && shutdownTimeoutMs > 0 && shutdownTimeoutMs <= 2_147_483_647)) {
-    throw invalidOption('shutdownTimeoutMs', shutdownTimeoutMs, 'a number of ms > 0 and at most 2147483647');
-  }
+  if (shutdownTimeoutMs !== undefined) numberOption('shutdownTimeoutMs', shutdownTimeoutMs, { min: 0, above: true, max: MAX_TIMER_MS, unit: 'ms' });
   const health = options.health ?? processHealth;
   const { captureStacks, maxSpans, maxStackBytes, redact, ...verdicts } = options.diagnostics ?? {};
   const inFlight = new InFlightSpanProcessor({

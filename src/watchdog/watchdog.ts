@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { RedactionOptions } from '../diagnostics/index.js';
-import { invalidOption, LifelineError } from '../errors/index.js';
+import { errorText, LifelineError, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import { SELF_COMPONENT, type Health, type HealthStatus, type ProbeKind } from '../health/index.js';
 import { loggerOrDefault, type Logger } from '../log/index.js';
 import { startProbeServer, type ProbeServer } from '../probe/index.js';
@@ -107,8 +107,8 @@ const inspectorUrl = ((): (() => string | undefined) => {
  */
 export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   const { thresholdMs = 5_000, minReportIntervalMs = 60_000, exportSpans = true, serviceName, redact, onBlock } = options;
-  if (typeof thresholdMs !== 'number' || !Number.isFinite(thresholdMs) || thresholdMs < 10) throw invalidOption('watchdog.thresholdMs', thresholdMs, 'a number of ms ≥ 10');
-  if (typeof minReportIntervalMs !== 'number' || !(minReportIntervalMs >= 0)) throw invalidOption('watchdog.minReportIntervalMs', minReportIntervalMs, 'a number of ms ≥ 0');
+  numberOption('watchdog.thresholdMs', thresholdMs, { min: 10, max: MAX_TIMER_MS, unit: 'ms' });
+  if (minReportIntervalMs !== Number.POSITIVE_INFINITY) numberOption('watchdog.minReportIntervalMs', minReportIntervalMs, { min: 0, unit: 'ms' }); // Infinity: report one block only
   const logger = loggerOrDefault(options.logger);
 
   // A beat every quarter threshold (at most 250 ms): a block is seen within 1¼ thresholds.
@@ -178,7 +178,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
         try {
           onBlock?.(block);
         } catch (err) {
-          logger.warn({ err: err instanceof Error ? err.message : String(err) }, 'lifeline: the watchdog onBlock callback threw');
+          logger.warn({ err: errorText(err) }, 'lifeline: the watchdog onBlock callback threw');
         }
         return;
       }
@@ -274,7 +274,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
       const takeOverNow = (): void => {
         takeOver = undefined;
         mainProbes = onThisThread(reply.port).catch((err: unknown) => {
-          logger.warn({ err: err instanceof Error ? err.message : String(err), port: reply.port }, 'lifeline: the probes could not be served on the main thread');
+          logger.warn({ err: errorText(err), port: reply.port }, 'lifeline: the probes could not be served on the main thread');
           return undefined;
         });
       };
