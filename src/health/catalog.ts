@@ -1,7 +1,7 @@
 import { trace, type TracerProvider, type Tracer } from '@opentelemetry/api';
 import { ensureContextManager, monotonicNow } from '../deadline/index.js';
 import { Diagnostics, type DiagnosedComponent, type DiagnosticSnapshot, type DiagnosticsOptions, type HealthDiagnostics } from '../diagnostics/index.js';
-import { errorText, invalidOption, LifelineError, MAX_TIMER_MS, numberOption } from '../errors/index.js';
+import { errorText, invalidOption, LifelineError, MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
 import { defaultLogger } from '../log/index.js';
 import { SCOPE_NAME } from '../semconv/index.js';
 import { ComponentHandle } from './component.js';
@@ -58,7 +58,8 @@ export const SELF_COMPONENT = 'healthcheck';
 export const DRAIN_COMPONENT = 'shutdown';
 const RESERVED = [SELF_COMPONENT, DRAIN_COMPONENT];
 
-const PROBE_KINDS: readonly ProbeKind[] = ['live', 'ready', 'startup'];
+/** Every probe, as the probe server serves them (`/live`, `/ready`, `/startup`). */
+export const PROBE_KINDS: readonly ProbeKind[] = ['live', 'ready', 'startup'];
 const MEMBERS: Record<ProbeKind, readonly ComponentProbe[]> = {
   live: ['liveness'],
   ready: ['liveness', 'readiness'],
@@ -149,7 +150,7 @@ export class Health {
    * `startup` = startup components; each with the catalog's own `healthcheck`.
    */
   status(probe: ProbeKind = 'ready'): HealthStatus {
-    if (!PROBE_KINDS.includes(probe)) throw invalidOption('probe', probe, "'live', 'ready' or 'startup'");
+    oneOf('probe', probe, PROBE_KINDS);
     const verdicts = (this.#verdicts[probe] ??= this.#collect(probe));
     const selfHealthy = this.#selfHealthy();
     const draining = this.#draining && probe === 'ready';

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { RedactionOptions } from '../diagnostics/index.js';
 import { errorText, LifelineError, MAX_TIMER_MS, numberOption } from '../errors/index.js';
-import { SELF_COMPONENT, type Health, type HealthStatus, type ProbeKind } from '../health/index.js';
+import { PROBE_KINDS, SELF_COMPONENT, type Health, type HealthStatus, type ProbeKind } from '../health/index.js';
 import { loggerOrDefault, type Logger } from '../log/index.js';
 import { startProbeServer, type ProbeServer } from '../probe/index.js';
 import { describeFrame, topUserFrame, type BlockedFrame } from './frames.js';
@@ -72,7 +72,6 @@ export interface Watchdog {
   close(): Promise<void>;
 }
 
-const PROBES: readonly ProbeKind[] = ['live', 'ready', 'startup'];
 
 const HOOK = Symbol.for('otel-lifeline.watchdog');
 
@@ -214,7 +213,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
 
   function publish(): void {
     if (served === undefined) return;
-    for (const probe of PROBES) {
+    for (const probe of PROBE_KINDS) {
       const status = served.status(probe);
       // The catalog hands out the same frozen status until a verdict changes.
       if (published.get(probe) === status) continue;
