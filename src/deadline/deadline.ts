@@ -94,6 +94,15 @@ export function deadlineOf(ctx: Context): DeadlineScope | undefined {
 }
 
 /** `ctx` carrying `scope` as its deadline. The caller keeps deadlines shrinking. */
+/**
+ * Whether a deadline at `monotonicAt` would shrink `current`: deadlines only shrink, so a later
+ * one (or the same instant) changes nothing, not even the source. The one rule for every place
+ * that puts a deadline under another.
+ */
+export function shrinks(current: { readonly monotonicAt: number } | undefined, monotonicAt: number): boolean {
+  return current === undefined || monotonicAt < current.monotonicAt;
+}
+
 export function contextWithDeadline(ctx: Context, scope: DeadlineScope): Context {
   return ctx.setValue(DEADLINE_KEY, scope);
 }
@@ -160,8 +169,7 @@ function runWithDeadline<T>(at: number, monotonicAt: number, source: DeadlineSou
   ensureContextManager();
   const active = context.active();
   const current = deadlineOf(active);
-  // Deadlines only shrink: a later one changes nothing, not even the source.
-  if (current !== undefined && current.monotonicAt <= monotonicAt) return fn();
+  if (!shrinks(current, monotonicAt)) return fn();
   // No release when fn settles: most scopes never create a timer, and waiting on every result
   // would cost a promise per call on the hottest path. A signal read here lives to the deadline.
   return context.with(contextWithDeadline(active, new DeadlineScope(at, source, monotonicAt)), fn);

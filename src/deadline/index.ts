@@ -10,6 +10,7 @@ export {
   DeadlineScope,
   contextWithDeadline,
   deadlineOf,
+  shrinks,
   runThenSettle,
   MAX_DEADLINE_MS,
 } from './deadline.js';

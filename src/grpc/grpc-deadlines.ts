@@ -1,6 +1,6 @@
 import { context } from '@opentelemetry/api';
 import { isIP } from 'node:net';
-import { contextWithDeadline, DeadlineExceededError, deadlineOf, DeadlineScope, DeadlineTimer, epochOf, monotonicNow } from '../deadline/index.js';
+import { contextWithDeadline, DeadlineExceededError, deadlineOf, DeadlineScope, DeadlineTimer, epochOf, monotonicNow, shrinks } from '../deadline/index.js';
 import type { InboundDeadlines } from '../inbound/index.js';
 import { callDeadline, callerDeadline, DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
 
@@ -116,7 +116,7 @@ export function runWithInboundDeadline<T>(callDeadline: GrpcDeadline | undefined
   const ms = inbound.budgetMs(callerAt - Date.now());
   const active = context.active();
   const current = deadlineOf(active);
-  if (current !== undefined && current.monotonicAt <= monotonicNow() + ms) return handler();
+  if (!shrinks(current, monotonicNow() + ms)) return handler();
   return context.with(contextWithDeadline(active, DeadlineScope.after(ms, 'inbound')), handler);
 }
 

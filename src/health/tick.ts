@@ -1,5 +1,5 @@
 import { context, SpanKind, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
-import { contextWithDeadline, deadlineOf, DeadlineScope, ensureContextManager, runThenSettle } from '../deadline/index.js';
+import { contextWithDeadline, deadlineOf, DeadlineScope, ensureContextManager, runThenSettle, shrinks } from '../deadline/index.js';
 import { LifelineError } from '../errors/index.js';
 import {
   ATTR_DEADLINE_AT,
@@ -90,9 +90,8 @@ export class Tick {
     ensureContextManager();
     const active = context.active();
     let ctx = trace.setSpan(active, this.#span);
-    // Deadlines only shrink: a tick run inside a tighter scope keeps the tighter deadline.
-    const outer = deadlineOf(active);
-    if (outer === undefined || outer.monotonicAt > this.#scope.monotonicAt) ctx = contextWithDeadline(ctx, this.#scope);
+    // A tick run inside a tighter scope keeps the tighter deadline.
+    if (shrinks(deadlineOf(active), this.#scope.monotonicAt)) ctx = contextWithDeadline(ctx, this.#scope);
     return runThenSettle(
       () => context.with(ctx, fn),
       (settlement) => {

@@ -1,6 +1,6 @@
 import { propagation, type Context } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
-import { deadlineOf, monotonicNow, type DeadlineScope, type DeadlineSource } from '../deadline/index.js';
+import { deadlineOf, monotonicNow, shrinks, type DeadlineScope, type DeadlineSource } from '../deadline/index.js';
 import { DEADLINE_HEADER, deadlineHeaderValue } from '../propagation/index.js';
 import type { DeadlinePolicy, RequestAttributes } from './deadline-policy.js';
 
@@ -66,7 +66,7 @@ export function callDeadline(policy: DeadlinePolicy, current: DeadlineScope | un
   const budget = policy.hasRules ? policy.ruleTimeout(attributes()) : undefined;
   if (budget !== undefined) {
     const monotonicAt = monotonicNow() + budget;
-    if (context === undefined || monotonicAt < context.monotonicAt) return { at: Date.now() + budget, monotonicAt, source: 'policy', fromPolicy: true, untilHeaders: false };
+    if (shrinks(context, monotonicAt)) return { at: Date.now() + budget, monotonicAt, source: 'policy', fromPolicy: true, untilHeaders: false };
   }
   if (context !== undefined) return { at: context.at, monotonicAt: context.monotonicAt, source: context.source, fromPolicy: false, untilHeaders: false };
   if (policy.defaultTimeoutMs !== undefined) return { at: Date.now() + policy.defaultTimeoutMs, monotonicAt: monotonicNow() + policy.defaultTimeoutMs, source: 'policy', fromPolicy: true, untilHeaders: false };

@@ -1,5 +1,5 @@
 import type { Context, TextMapGetter, TextMapPropagator, TextMapSetter } from '@opentelemetry/api';
-import { contextWithDeadline, deadlineOf, DeadlineScope, monotonicNow } from '../deadline/index.js';
+import { contextWithDeadline, deadlineOf, DeadlineScope, monotonicNow, shrinks } from '../deadline/index.js';
 import { inboundPeerOf, InboundDeadlines, recordingInboundPeers, type InboundDeadlineOptions } from '../inbound/index.js';
 
 /** The header carrying the caller's remaining budget, in whole milliseconds. */
@@ -83,7 +83,7 @@ export class DeadlinePropagator implements TextMapPropagator {
     }
     const ms = this.#inbound.budgetMs(budget);
     const current = deadlineOf(ctx);
-    if (current !== undefined && current.monotonicAt <= monotonicNow() + ms) return ctx;
+    if (!shrinks(current, monotonicNow() + ms)) return ctx;
     return contextWithDeadline(ctx, DeadlineScope.after(ms, 'inbound'));
   }
 
