@@ -1,8 +1,9 @@
 import { context, createContextKey, type Context } from '@opentelemetry/api';
-import { invalidOption, MAX_TIMER_MS } from '../errors/index.js';
+import { invalidOption } from '../errors/index.js';
 import { monotonicNow, monotonicOf } from './clock.js';
 import { ensureContextManager } from './context-manager.js';
 import { DeadlineExceededError, type DeadlineSource } from './deadline-exceeded-error.js';
+import { DeadlineTimer } from './deadline-timer.js';
 
 /** The deadline in force for the current work. */
 export interface Deadline {
@@ -35,7 +36,7 @@ export class DeadlineScope implements Deadline {
   /** The deadline's monotonic reading: taken when it was made, unmoved by wall-clock steps. */
   readonly monotonicAt: number;
   #controller: AbortController | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  #timer: DeadlineTimer<DeadlineScope> | undefined;
   #released = false;
 
   /** @param at - epoch ms; `monotonicAt` - its monotonic reading when the caller took both clocks itself. */
@@ -62,7 +63,9 @@ export class DeadlineScope implements Deadline {
   get signal(): AbortSignal {
     if (this.#controller === undefined) {
       this.#controller = new AbortController();
-      this.#arm();
+      // Read after the deadline, the signal is already aborted; before it, it aborts when it comes.
+      if (this.monotonicAt - monotonicNow() <= 0) DeadlineScope.#expire(this);
+      else if (!this.#released) this.#timer = new DeadlineTimer<DeadlineScope>(this.at, DeadlineScope.#expire, this, this.monotonicAt);
     }
     return this.#controller.signal;
   }
@@ -70,21 +73,13 @@ export class DeadlineScope implements Deadline {
   /** Stops the timer: the work this deadline bounded has settled. Idempotent. */
   release(): void {
     this.#released = true;
-    clearTimeout(this.#timer);
+    this.#timer?.cancel();
     this.#timer = undefined;
   }
 
-  #arm(): void {
-    const remaining = this.monotonicAt - monotonicNow();
-    if (remaining <= 0) {
-      this.#timer = undefined;
-      this.#controller?.abort(new DeadlineExceededError(this.at, this.source));
-    } else if (!this.#released) {
-      // Timers may fire a millisecond early; #arm re-checks the clock before aborting.
-      this.#timer = setTimeout(() => {
-        this.#arm();
-      }, Math.min(remaining, MAX_TIMER_MS)).unref();
-    }
+  static #expire(scope: DeadlineScope): void {
+    scope.#timer = undefined;
+    scope.#controller?.abort(new DeadlineExceededError(scope.at, scope.source));
   }
 }
 
