@@ -17,7 +17,7 @@ async function probeServer() {
   return { health, server };
 }
 
-describe('lifeline health (SPEC §11)', () => {
+describe('lifeline health (README: API)', () => {
   it('prints PASS and exits 0 when healthy', async () => {
     const { health, server } = await probeServer();
     const poller = health.registerLiveness('poller');

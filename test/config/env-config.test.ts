@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { readEnvConfig } from '../../src/config/index.js';
 import { LifelineError } from '../../src/index.js';
 
-describe('readEnvConfig (SPEC §10)', () => {
+describe('readEnvConfig (README: Configuration)', () => {
   it('defaults when nothing is set', () => {
     expect(readEnvConfig({})).toEqual({ probe: {}, esmHook: true, autoInstrumentations: true, headersTimeoutMs: 60_000, exportBuffer: {}, probeLimits: {}, watchdog: {} });
   });

@@ -7,7 +7,7 @@ import { adversarialQuery } from '../../bench/support.ts';
 
 const redactor = new Redactor();
 
-describe('Redactor (SPEC §8)', () => {
+describe('Redactor (README: When a component turns unhealthy)', () => {
   it.each([
     ['https://user:pa55@api.example/x?a=1', 'https://api.example/x?a=1'],
     ['http://h/p?access_token=abc&page=2', 'http://h/p?access_token=REDACTED&page=2'],

@@ -7,7 +7,7 @@ import { otlpReceiver } from '../support/otlp-receiver.js';
 
 const SERVER = 2;
 
-describe('SIGTERM under load (SPEC §3, issue 6: shutdown)', () => {
+describe('SIGTERM under load (issue 6: shutdown)', () => {
   it('readiness 503 at once, liveness 200 until exit, ended spans exported, exit within the budget', async () => {
     // A collector that takes 400 ms per export keeps the shutdown open long enough to probe it.
     const receiver = await otlpReceiver(0, { answerAfterMs: 400 });

@@ -12,7 +12,7 @@ afterEach(() => {
   for (const health of catalogs.splice(0)) health.close();
 });
 
-describe('Health catalog (SPEC §4)', () => {
+describe('Health catalog (README: Concepts)', () => {
   it('a new catalog is healthy with only healthcheck', () => {
     const health = catalog();
     for (const probe of ['live', 'ready', 'startup'] as const) {
@@ -20,14 +20,14 @@ describe('Health catalog (SPEC §4)', () => {
     }
   });
 
-  it('a registered component starts unhealthy, and stays so until it takes a tick and a round passes (§4.1)', () => {
+  it('a registered component starts unhealthy, and stays so until it takes a tick and a round passes', () => {
     const health = catalog();
     const h = health.registerLiveness('poller');
     expect(health.status('live')).toEqual({ ok: false, healthy: ['healthcheck'], unhealthy: ['poller'] });
     health.check();
     expect(health.status('live').unhealthy).toEqual(['poller']);
     expect(h.take()).toBeDefined();
-    expect(health.status('live').unhealthy).toEqual(['poller']); // verdicts change only at rounds (§4.2)
+    expect(health.status('live').unhealthy).toEqual(['poller']); // verdicts change only at rounds
     health.check();
     expect(health.status('live')).toEqual({ ok: true, healthy: ['healthcheck', 'poller'], unhealthy: [] });
   });
@@ -82,11 +82,11 @@ describe('Health catalog (SPEC §4)', () => {
     expect(h.take()).toBeUndefined();
     for (const tick of ticks) {
       expect(tick?.issuedAt).toBeGreaterThanOrEqual(before);
-      expect(tick?.deadline).toBe((tick?.issuedAt ?? 0) + 1_000); // registration ticks: + interval (§4.3)
+      expect(tick?.deadline).toBe((tick?.issuedAt ?? 0) + 1_000); // registration ticks: + interval
     }
   });
 
-  it('round ticks have deadline = round time + interval × buffer (§4.3)', () => {
+  it('round ticks have deadline = round time + interval × buffer', () => {
     const health = catalog({ interval: 700, buffer: 3 });
     const h = health.registerLiveness('c');
     while (h.take()) {
@@ -102,7 +102,7 @@ describe('Health catalog (SPEC §4)', () => {
     expect(tick?.deadline).toBe((tick?.issuedAt ?? 0) + 700 * 3);
   });
 
-  it('ready = liveness ∪ readiness with healthcheck once; live = liveness only; startup = startup only (§4.5), sorted (§4.4)', () => {
+  it('ready = liveness ∪ readiness with healthcheck once; live = liveness only; startup = startup only, sorted', () => {
     const health = catalog();
     health.registerReadiness('b-forwarder');
     health.registerLiveness('c-listener');
@@ -114,7 +114,7 @@ describe('Health catalog (SPEC §4)', () => {
     expect(health.status()).toEqual(health.status('ready'));
   });
 
-  it('once components stop being pinged after their first healthy round and stay healthy (§4.6)', () => {
+  it('once components stop being pinged after their first healthy round and stay healthy', () => {
     const health = catalog();
     const cache = health.registerReadiness('cache', { once: true });
     const warmup = health.registerStartup('warmup');
@@ -142,7 +142,7 @@ describe('Health catalog (SPEC §4)', () => {
     expect(health.status('ready').unhealthy).toContain('plain');
   });
 
-  it('names are unique per catalog (§4.7)', () => {
+  it('names are unique per catalog', () => {
     const health = catalog();
     health.registerLiveness('dup');
     for (const register of [() => health.registerLiveness('dup'), () => health.registerReadiness('dup'), () => health.registerStartup('dup')]) {
@@ -186,7 +186,7 @@ describe('Health catalog (SPEC §4)', () => {
     }
   });
 
-  it('deregister removes the component; a second deregister throws ERR_NOT_REGISTERED (§4.9)', () => {
+  it('deregister removes the component; a second deregister throws ERR_NOT_REGISTERED', () => {
     const health = catalog();
     const h = health.registerLiveness('gone');
     health.registerLiveness('stays');
@@ -208,7 +208,7 @@ describe('Health catalog (SPEC §4)', () => {
     expect(health.status('live')).toEqual({ ok: true, healthy: ['healthcheck'], unhealthy: [] });
   });
 
-  it('healthcheck turns unhealthy when the event loop is blocked past 2 × interval (§4.4)', async () => {
+  it('healthcheck turns unhealthy when the event loop is blocked past 2 × interval', async () => {
     const health = catalog({ interval: 100 });
     const h = health.registerLiveness('c');
     h.take();
@@ -231,7 +231,7 @@ describe('Health catalog (SPEC §4)', () => {
     expect(health.status('live').healthy).toContain('c');
   });
 
-  it('next() waits for the next round; close() settles pending next() with undefined (§4.8)', async () => {
+  it('next() waits for the next round; close() settles pending next() with undefined', async () => {
     const health = catalog();
     const h = health.registerLiveness('waiter');
     h.take();

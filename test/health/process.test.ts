@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { runModule } from '../support/node.js';
 
 describe('a catalog in a real process', () => {
-  it('never keeps the process alive (§4.8: the timer is unref-ed)', async () => {
+  it('never keeps the process alive (the timer is unref-ed)', async () => {
     const result = await runModule(`
       import { Health } from 'otel-lifeline';
       const health = new Health({ interval: 50 });

@@ -26,7 +26,7 @@ async function serve(options: Partial<Omit<ProbeServerOptions, 'health' | 'logge
   return { health, server, logger };
 }
 
-describe('probe server (SPEC §7)', () => {
+describe('probe server (README: API)', () => {
   it('serves 200 pass with JSON, no-store, when everything is healthy', async () => {
     const { server } = await serve();
     expect(server.url).toBe(`http://127.0.0.1:${server.port}`);

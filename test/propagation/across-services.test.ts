@@ -25,7 +25,7 @@ afterAll(async () => {
   await receiver.close();
 });
 
-describe('deadlines across three real services A -> B -> C (SPEC §6)', () => {
+describe('deadlines across three real services A -> B -> C (README: Deadlines on every remote call)', () => {
   it("C stalls; A's withTimeout(500) makes B's call to C abort at A's deadline; B's spans say inbound", async () => {
     const [a] = services;
     const started = Date.now();

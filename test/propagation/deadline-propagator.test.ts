@@ -11,7 +11,7 @@ function extract(headers: Record<string, unknown>, ctx: Context = ROOT_CONTEXT):
   return context.with(extracted, () => currentDeadline());
 }
 
-describe('DeadlinePropagator (SPEC §6)', () => {
+describe('DeadlinePropagator (README: Deadlines on every remote call)', () => {
   it('injects nothing, even under a deadline: the clients set the header, knowing the host', () => {
     const carrier: Record<string, string> = {};
     withTimeout(1_500, () => {

@@ -19,7 +19,7 @@ async function probeRegisteredApp(app: string, port: number): Promise<{ live: nu
   return { live: res.status, body, code };
 }
 
-describe('lifeline/register (SPEC §3, §10)', () => {
+describe('lifeline/register (README: Configuration)', () => {
   it.each(['test/fixtures/plain-app.mjs', 'test/fixtures/plain-app.cjs'])('instruments the unmodified app %s: probe server up, process still exits by itself', async (app) => {
     const { live, body, code } = await probeRegisteredApp(app, await freePort());
     expect(live).toBe(200);

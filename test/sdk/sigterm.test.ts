@@ -20,7 +20,7 @@ const APP = (extra: string) => `
   console.log('up');
 `;
 
-describe('SIGTERM (SPEC §3: graceful shutdown)', () => {
+describe('SIGTERM (graceful shutdown)', () => {
   it('with an app handler: readiness 503 at once, liveness stays 200, spans flushed, the app decides when to exit', async () => {
     const receiver = await otlpReceiver();
     const port = await freePort();

@@ -12,7 +12,7 @@ afterEach(async () => {
   lifeline = undefined;
 });
 
-describe('startLifeline (SPEC §3)', () => {
+describe('startLifeline (README: Add it to your service)', () => {
   it('starts the SDK, the probe server and the catalog; ticks reach the exporter', async () => {
     const exporter = new InMemorySpanExporter();
     const health = new Health({ interval: 60_000 });

@@ -40,7 +40,7 @@ async function lateness(ms: number, call: () => Promise<unknown>): Promise<{ err
   throw new Error('the call completed although it should have been aborted');
 }
 
-describe.each(Object.entries(CLIENTS))('%s under a deadline (SPEC §6)', (_name, call) => {
+describe.each(Object.entries(CLIENTS))('%s under a deadline (README: Deadlines on every remote call)', (_name, call) => {
   it.each([
     ['waiting for headers', 'silent'],
     ['with the body stalled after the headers', 'stall'],
