@@ -112,6 +112,12 @@ export function currentDeadline(): Deadline | undefined {
  * remote call made anywhere below it is bounded by it. Returns what `fn` returns.
  * @param at - epoch ms or a `Date`.
  * @throws LifelineError `ERR_INVALID_OPTION` when `at` is not a finite time.
+ *
+ * @example
+ * ```ts
+ * // The nightly export must be done by 06:00: every call it makes ends by then.
+ * await withDeadline(new Date('2026-12-02T06:00:00Z'), () => exportReports());
+ * ```
  */
 export function withDeadline<T>(at: number | Date, fn: () => T): T {
   const ms = at instanceof Date ? at.getTime() : at;
@@ -122,6 +128,12 @@ export function withDeadline<T>(at: number | Date, fn: () => T): T {
 /**
  * Runs `fn` with a deadline `ms` milliseconds from now (never later than the current one).
  * @throws LifelineError `ERR_INVALID_OPTION` when `ms` is negative or not finite.
+ *
+ * @example
+ * ```ts
+ * // At most 2 s for the price lookup, or less if the caller's deadline is nearer.
+ * const price = await withTimeout(2_000, () => fetch(priceUrl).then((r) => r.json()));
+ * ```
  */
 export function withTimeout<T>(ms: number, fn: () => T): T {
   const now = Date.now();

@@ -130,7 +130,18 @@ export class Health {
     return this.#diagnostics.snapshot(this.#unhealthyComponents());
   }
 
-  /** Registers a component for liveness (and therefore readiness). */
+  /**
+   * Registers a component for liveness (and therefore readiness): it stays healthy while it keeps
+   * taking its ticks; work run in a tick is bounded by the tick's deadline.
+   *
+   * @example
+   * ```ts
+   * const poller = health.registerLiveness('poller');
+   * for await (const tick of poller) {
+   *   await tick.run(() => fetch(upstreamUrl)); // ends at the tick's deadline if upstream hangs
+   * }
+   * ```
+   */
   registerLiveness(name: string, options?: RegisterOptions): ComponentHandle {
     return this.#register(name, 'liveness', options?.once ?? false);
   }

@@ -71,6 +71,15 @@ const MAX_HEADER_BYTES = 8192;
  * `/startup` answer 200 when ok and 503 when not. A probe never waits on a component or the
  * network: it reads verdicts that only ping rounds change. The listening socket is unref-ed: the
  * probe server alone never keeps a process alive.
+ *
+ * @example
+ * ```ts
+ * import { health, startProbeServer } from 'otel-lifeline';
+ *
+ * const probes = await startProbeServer({ health, port: 5555, host: '0.0.0.0' });
+ * // livenessProbe: httpGet /live on 5555; readinessProbe: /ready
+ * process.once('SIGTERM', () => void probes.close());
+ * ```
  */
 export async function startProbeServer(options: ProbeServerOptions): Promise<ProbeServer> {
   const {
