@@ -19,10 +19,12 @@ export {
   type Deadline,
   type DeadlineSource,
 } from './deadline/index.js';
+// Tick and ComponentHandle are handed out by a catalog, never constructed: types only, so
+// `new Tick()` does not compile (their constructors take lifeline's internals).
 export {
-  ComponentHandle,
   Health,
-  Tick,
+  type ComponentHandle,
+  type Tick,
   type ComponentProbe,
   type EventLoopStatus,
   type HealthOptions,
