@@ -116,8 +116,9 @@ export class Health {
   }
 
   /**
-   * Replaces how verdicts explain themselves, e.g. to give the process-wide `health` the
-   * `InFlightSpanProcessor` that `startLifeline` registered with the SDK.
+   * @internal Replaces how verdicts explain themselves: how `startLifeline` gives the process-wide
+   * `health` the `InFlightSpanProcessor` it registered with the SDK. Options given to the
+   * constructor are the public way.
    */
   useDiagnostics(diagnostics: DiagnosticsOptions | HealthDiagnostics): void {
     const previous = this.#diagnostics;
