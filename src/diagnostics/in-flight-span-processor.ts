@@ -70,7 +70,7 @@ export class InFlightSpanProcessor implements SpanProcessor {
     this.#redactor = new Redactor(redact);
   }
 
-  /** The redactor this processor applies, for dumps built from its spans. */
+  /** @internal The redactor this processor applies, for dumps built from its spans. */
   get redactor(): Redactor {
     return this.#redactor;
   }
@@ -85,12 +85,12 @@ export class InFlightSpanProcessor implements SpanProcessor {
     return this.#spans.size;
   }
 
-  /** One in-flight span by id. */
+  /** @internal One in-flight span by id. */
   get(spanId: string): TrackedSpan | undefined {
     return this.#spans.get(spanId);
   }
 
-  /** The in-flight spans of one trace, oldest first. */
+  /** @internal The in-flight spans of one trace, oldest first. */
   spansOf(traceId: string): TrackedSpan[] {
     const result: TrackedSpan[] = [];
     for (const tracked of this.#spans.values()) if (tracked.traceId === traceId) result.push(tracked);
