@@ -58,6 +58,34 @@ export { installHttpDeadlines, type InstalledHttpDeadlines } from './http/index.
 export { grpcDeadlineInterceptor } from './grpc/index.js';
 export { deadlineInterceptor, installDeadlineDispatcher, type DeadlineDispatcherOptions, type InstalledDeadlineDispatcher } from './undici/index.js';
 export type { Logger } from './log/index.js';
+// The telemetry vocabulary: the names of lifeline's spans, events and attributes, to search by.
+export {
+  SCOPE_NAME,
+  ATTR_HEALTH_COMPONENT,
+  ATTR_HEALTH_PROBE,
+  ATTR_HEALTH_TICK,
+  ATTR_DEADLINE_AT,
+  ATTR_DEADLINE_BUDGET_MS,
+  ATTR_DEADLINE_SOURCE,
+  ATTR_DEADLINE_EXCEEDED,
+  ATTR_DEADLINE_MISSING,
+  ATTR_HEALTH_UNHEALTHY,
+  EVENT_DIAGNOSTIC,
+  ATTR_DIAGNOSTIC_OVERVIEW,
+  ATTR_DIAGNOSTIC_SPAN_TREE,
+  ATTR_DIAGNOSTIC_STACKS,
+  ATTR_DIAGNOSTIC_TRUNCATED,
+  ATTR_IN_FLIGHT,
+  ATTR_IN_FLIGHT_SPAN_ID,
+  ATTR_IN_FLIGHT_AGE_MS,
+  ATTR_IN_FLIGHT_OVERDUE_MS,
+  SPAN_EVENT_LOOP_BLOCKED,
+  ATTR_EVENT_LOOP_BLOCKED_MS,
+  ATTR_EVENT_LOOP_ONGOING,
+  ATTR_EVENT_LOOP_NATIVE,
+  ATTR_EVENT_LOOP_WAIT,
+  ATTR_EVENT_LOOP_BLOCKED_IN,
+} from './semconv/index.js';
 
 const healthIntervalMs = healthIntervalFromEnv();
 
