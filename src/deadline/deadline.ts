@@ -1,5 +1,6 @@
 import { context, createContextKey, type Context } from '@opentelemetry/api';
 import { invalidOption } from '../errors/index.js';
+import { defaultLogger, logSwallowed } from '../log/index.js';
 import { monotonicNow, monotonicOf } from './clock.js';
 import { ensureContextManager } from './context-manager.js';
 import { DeadlineExceededError, type DeadlineSource } from './deadline-exceeded-error.js';
@@ -198,8 +199,9 @@ export function runThenSettle<T>(run: () => T, done: (settlement: Settlement) =>
   const safeDone = (settlement: Settlement): void => {
     try {
       done(settlement);
-    } catch {
-      // bookkeeping failed; the user's result matters more
+    } catch (error) {
+      // Bookkeeping failed (a span that would not end, say): the user's result matters more, and it is said.
+      logSwallowed(defaultLogger(), 'settling work run under a deadline', error);
     }
   };
   let result: T;

@@ -1,8 +1,8 @@
 import { trace, type TracerProvider, type Tracer } from '@opentelemetry/api';
 import { ensureContextManager, monotonicNow } from '../deadline/index.js';
 import { Diagnostics, type DiagnosedComponent, type DiagnosticSnapshot, type DiagnosticsOptions, type HealthDiagnostics } from '../diagnostics/index.js';
-import { errorText, invalidOption, LifelineError, MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
-import { defaultLogger } from '../log/index.js';
+import { invalidOption, LifelineError, MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
+import { defaultLogger, logSwallowed, type Logger } from '../log/index.js';
 import { SCOPE_NAME } from '../semconv/index.js';
 import { ComponentHandle } from './component.js';
 import type { ComponentProbe } from './tick.js';
@@ -20,6 +20,8 @@ export interface HealthOptions {
    * (give it an `InFlightSpanProcessor` for span trees), or your own implementation.
    */
   diagnostics?: DiagnosticsOptions | HealthDiagnostics;
+  /** Where the catalog says what failed (and, unless `diagnostics` names another, its verdicts). Default: lifeline's pino logger. */
+  logger?: Logger;
 }
 
 /** Options of one registration. */
@@ -101,9 +103,11 @@ export class Health {
   #verdicts: Partial<Record<ProbeKind, Verdicts>> = {};
   /** Told when a verdict may have changed (see {@link Health.onVerdictChange}). */
   readonly #onChange = new Set<() => void>();
+  /** The user's logger, if given; else lifeline's own, taken when there is something to say. */
+  readonly #logger: Logger | undefined;
 
   constructor(options: HealthOptions = {}) {
-    const { interval = 15_000, buffer = 2, tracerProvider, diagnostics } = options;
+    const { interval = 15_000, buffer = 2, tracerProvider, diagnostics, logger } = options;
     // A timer cannot wait longer than 2^31-1 ms (it would fire every ms instead).
     numberOption('interval', interval, { min: 0, above: true, max: MAX_TIMER_MS, unit: 'ms' });
     numberOption('buffer', buffer, { min: 1, max: 1_000_000, integer: true });
@@ -112,6 +116,7 @@ export class Health {
     this.stallAfterMs = 2 * interval;
     this.#tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);
     this.#tracerProvider = tracerProvider;
+    this.#logger = logger;
     this.#diagnostics = this.#diagnosticsFrom(diagnostics);
   }
 
@@ -203,7 +208,7 @@ export class Health {
         listener();
       } catch (error) {
         // A listener's failure must not stop the round that reports liveness.
-        defaultLogger().info({ err: errorText(error) }, 'lifeline: a verdict listener failed');
+        logSwallowed(this.#logger ?? defaultLogger(), 'a verdict listener', error);
       }
     }
   }
@@ -228,7 +233,7 @@ export class Health {
       this.#diagnostics.onRound(turned, turned.length > 0 || this.#hasUnhealthy(), () => this.#unhealthyComponents());
     } catch (error) {
       // Explaining a verdict must never take down the process whose liveness it reports.
-      defaultLogger().info({ err: errorText(error) }, 'lifeline: diagnostics failed');
+      logSwallowed(this.#logger ?? defaultLogger(), 'explaining a verdict', error);
     }
   }
 
@@ -246,7 +251,7 @@ export class Health {
 
   #diagnosticsFrom(given: DiagnosticsOptions | HealthDiagnostics | undefined): HealthDiagnostics {
     if (given !== undefined && 'onRound' in given) return given;
-    return new Diagnostics({ ...(this.#tracerProvider === undefined ? {} : { tracerProvider: this.#tracerProvider }), ...given });
+    return new Diagnostics({ ...(this.#tracerProvider === undefined ? {} : { tracerProvider: this.#tracerProvider }), ...(this.#logger === undefined ? {} : { logger: this.#logger }), ...given });
   }
 
   #hasUnhealthy(): boolean {

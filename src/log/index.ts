@@ -1,1 +1,1 @@
-export { defaultLogger, loggerOrDefault, type Logger } from './logger.js';
+export { defaultLogger, loggerOrDefault, logSwallowed, type Logger } from './logger.js';

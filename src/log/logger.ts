@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import { errorText } from '../errors/index.js';
 
 /** The slice of a pino logger lifeline writes to; any pino logger (or child) fits. */
 export interface Logger {
@@ -36,4 +37,28 @@ export function loggerOrDefault(logger: Logger | undefined): Logger {
       },
     }
   );
+}
+
+/** Failures already logged, by logger and what failed: when each was last said. */
+const said = new WeakMap<Logger, Map<string, number>>();
+/** A failure that repeats is said again at most this often. */
+const RESAY_MS = 60_000;
+
+/**
+ * The one policy for a failure lifeline catches so that the app goes on (a hook that threw, an
+ * answer that could not be sent, a close that failed): said at WARN, as `lifeline: <what> failed`
+ * with the error's message (never an object's contents), at most once a minute per `what`, so a
+ * failure on a hot path cannot flood the log.
+ */
+export function logSwallowed(logger: Logger, what: string, error: unknown, fields: object = {}): void {
+  let byWhat = said.get(logger);
+  if (byWhat === undefined) {
+    byWhat = new Map();
+    said.set(logger, byWhat);
+  }
+  const now = Date.now();
+  const last = byWhat.get(what);
+  if (last !== undefined && now - last < RESAY_MS) return;
+  byWhat.set(what, now);
+  logger.warn({ ...fields, err: errorText(error) }, `lifeline: ${what} failed`);
 }

@@ -12,7 +12,7 @@ import { SELF_COMPONENT } from '../health/index.js';
 import { installInboundTrust } from '../inbound/index.js';
 import { SnapshotIdGenerator } from '../diagnostics/index.js';
 import { startWatchdog, type Watchdog, type WatchdogOptions } from '../watchdog/index.js';
-import { defaultLogger } from '../log/index.js';
+import { defaultLogger, logSwallowed } from '../log/index.js';
 import { recordDeadline } from '../processors/index.js';
 import {
   LifelineError,
@@ -272,8 +272,13 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
               httpDeadlines?.uninstall();
               // NodeSDK's shutdown leaves instrumentations enabled: lifeline disables its own.
               grpcDeadlines?.disable();
-              await probe?.close().catch(() => undefined);
-              await watchdog?.close().catch(() => undefined);
+              // Shutdown goes on whatever one part says; what failed is said.
+              await probe?.close().catch((err: unknown) => {
+                logSwallowed(options.logger ?? defaultLogger(), 'closing the probe server', err);
+              });
+              await watchdog?.close().catch((err: unknown) => {
+                logSwallowed(options.logger ?? defaultLogger(), 'stopping the watchdog', err);
+              });
               health.close();
               // The process-wide catalog is closed for good: only a start with a catalog of its own may follow.
               running = options.health === undefined;
