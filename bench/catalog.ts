@@ -64,7 +64,10 @@ for (const size of SIZES) {
   ]);
 }
 console.log('## check() round cost (each component keeps up: one tick enqueued per component)\n');
-table(['components', 'round median ms', 'min–max ms', 'ns / component', 'ns/component ÷ at 1k (1 = linear)', 'baseline ms', 'round ÷ baseline'], roundRows);
+table(
+  ['components', 'round median ms', 'min–max ms', 'ns / component', 'ns/component ÷ at 1k (1 = linear)', 'baseline ms', 'round ÷ baseline'],
+  roundRows,
+);
 
 class DiscardExporter implements SpanExporter {
   export(_spans: ReadableSpan[], done: (result: { code: 0 }) => void): void {
@@ -88,7 +91,9 @@ function tickCost(health: Health, count: number): number {
 }
 
 const TICKS = 100_000;
-const provider = new TracerProvider({ spanProcessors: [new BatchSpanProcessor({ exporter: new DiscardExporter(), maxQueueSize: 100_000 })] });
+const provider = new TracerProvider({
+  spanProcessors: [new BatchSpanProcessor({ exporter: new DiscardExporter(), maxQueueSize: 100_000 })],
+});
 const noSpans = new Health({ interval: 3_600_000 });
 const withSpans = new Health({ interval: 3_600_000, tracerProvider: provider });
 tickCost(noSpans, 10_000); // warm up both paths

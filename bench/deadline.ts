@@ -21,7 +21,6 @@ const THROUGHPUT_CALLS = quick ? 5_000 : 8_000;
 const THROUGHPUT_ROUNDS = quick ? 8 : 15;
 const HEAP_CALLS = quick ? 100_000 : 1_000_000;
 
-
 // --- OpenTelemetry as a service would have it: SDK provider, batch export, undici instrumentation.
 // One provider per variant, so the OTel-only baseline carries none of lifeline's processors.
 const batch = () => new BatchSpanProcessor({ exporter: new DiscardExporter(), maxQueueSize: 1 << 16, maxExportBatchSize: 4_096 });
@@ -39,21 +38,36 @@ instrumentation.enable();
 propagation.setGlobalPropagator(new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new DeadlinePropagator()] }));
 
 // Rejection time in ms after the deadline, measured with the same clock the deadline uses.
-const latenessMs = (calls: number, concurrency: number, budget: () => number) => abortLateness(calls, concurrency, budget, (i) => fetch(`${silent.url}/${i}`));
+const latenessMs = (calls: number, concurrency: number, budget: () => number) =>
+  abortLateness(calls, concurrency, budget, (i) => fetch(`${silent.url}/${i}`));
 await latenessMs(100, 10, () => 20); // warm up
 const cases: [string, number[], string][] = [
   ['10 in flight, deadlines spread over 20–50 ms', await latenessMs(LATENESS_CALLS, 10, () => 20 + Math.random() * 30), 'p99 ≤ 5 ms'],
-  ['50 in flight, deadlines spread over 20–50 ms (CPU-bound: ~1.5 aborts/ms)', await latenessMs(LATENESS_CALLS, 50, () => 20 + Math.random() * 30), '—'],
+  [
+    '50 in flight, deadlines spread over 20–50 ms (CPU-bound: ~1.5 aborts/ms)',
+    await latenessMs(LATENESS_CALLS, 50, () => 20 + Math.random() * 30),
+    '—',
+  ],
   ['1,000 in flight, one shared deadline (thundering herd)', await latenessMs(LATENESS_CALLS, LATENESS_CALLS, () => 300), '—'],
 ];
 silent.stop();
-console.log(`## 1. Abort lateness: rejection − deadline, ${LATENESS_CALLS.toLocaleString('en-US')} fetch calls to a peer that never answers, OTel on (ms)\n`);
+console.log(
+  `## 1. Abort lateness: rejection − deadline, ${LATENESS_CALLS.toLocaleString('en-US')} fetch calls to a peer that never answers, OTel on (ms)\n`,
+);
 table(
   ['case', 'p50', 'p99', 'max', 'target'],
-  cases.map(([name, late, target]) => [name, fixed(percentile(late, 0.5), 1), fixed(percentile(late, 0.99), 1), fixed(percentile(late, 1), 1), target]),
+  cases.map(([name, late, target]) => [
+    name,
+    fixed(percentile(late, 0.5), 1),
+    fixed(percentile(late, 0.99), 1),
+    fixed(percentile(late, 1), 1),
+    target,
+  ]),
 );
 const herd = cases[2]?.[1] ?? [];
-console.log(`The herd's spread is the event loop working through aborts one after another: ~${fixed(((percentile(herd, 1) - percentile(herd, 0)) * 1_000) / LATENESS_CALLS, 0)} µs per aborted call (socket destroyed, fetch rejected, span ended).\n`);
+console.log(
+  `The herd's spread is the event loop working through aborts one after another: ~${fixed(((percentile(herd, 1) - percentile(herd, 0)) * 1_000) / LATENESS_CALLS, 0)} µs per aborted call (socket destroyed, fetch rejected, span ended).\n`,
+);
 
 // --- 2. Throughput.
 const peer = await startPeer('ok');
@@ -92,7 +106,9 @@ function lifelineVariant(name: string, tracerProvider: TracerProvider): Variant 
       instrumentation.enable();
       setGlobalDispatcher(lifeline.dispatcher);
       propagation.disable();
-      propagation.setGlobalPropagator(new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new DeadlinePropagator()] }));
+      propagation.setGlobalPropagator(
+        new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new DeadlinePropagator()] }),
+      );
     },
     call: (url) => withTimeout(30_000, async () => (await undiciFetch(url)).text()),
   };
@@ -124,9 +140,17 @@ for (let round = 0; round < THROUGHPUT_ROUNDS + 1; round++) {
     ratioToBare.get(variant.name)?.push(rate / (roundRates.get(variants[0]?.name ?? '') ?? Number.NaN));
   }
 }
-console.log(`## 2. Keep-alive fetch throughput, 16 in flight, ${THROUGHPUT_ROUNDS} rounds × ${THROUGHPUT_CALLS.toLocaleString('en-US')} calls per variant (ABCCBA within a round)\n`);
+console.log(
+  `## 2. Keep-alive fetch throughput, 16 in flight, ${THROUGHPUT_ROUNDS} rounds × ${THROUGHPUT_CALLS.toLocaleString('en-US')} calls per variant (ABCCBA within a round)\n`,
+);
 table(
-  ['variant', 'req/s median (min–max)', '÷ OTel-only: median of per-round ratios (min–max)', '÷ bare undici (median)', 'client CPU µs / call (median)'],
+  [
+    'variant',
+    'req/s median (min–max)',
+    '÷ OTel-only: median of per-round ratios (min–max)',
+    '÷ bare undici (median)',
+    'client CPU µs / call (median)',
+  ],
   variants.map((v) => {
     const wall = summarize(rates.get(v.name) ?? []);
     const toOtel = summarize(ratioToOtel.get(v.name) ?? []);
@@ -169,10 +193,18 @@ for (const [name, call] of heapVariants) {
   await runConcurrently(HEAP_CALLS, 32, call);
   const heapMs = performance.now() - heapStarted;
   const after = await settledHeap();
-  heapRows.push([name, fixed(before / 2 ** 20, 2), fixed(after / 2 ** 20, 2), fixed((after - before) / 2 ** 20, 3), fixed(HEAP_CALLS / (heapMs / 1_000), 0)]);
+  heapRows.push([
+    name,
+    fixed(before / 2 ** 20, 2),
+    fixed(after / 2 ** 20, 2),
+    fixed((after - before) / 2 ** 20, 3),
+    fixed(HEAP_CALLS / (heapMs / 1_000), 0),
+  ]);
 }
 peer.stop();
-console.log(`## 3. Heap retained after ${HEAP_CALLS.toLocaleString('en-US')} deadline-bound undici.request calls (60 s deadlines; target for lifeline ≤ 2 MB)\n`);
+console.log(
+  `## 3. Heap retained after ${HEAP_CALLS.toLocaleString('en-US')} deadline-bound undici.request calls (60 s deadlines; target for lifeline ≤ 2 MB)\n`,
+);
 table(['pattern', 'heap before (MB)', 'heap after (MB)', 'retained (MB)', 'calls/s'], heapRows);
 await Promise.all([provider.shutdown(), plainProvider.shutdown(), fullProvider.shutdown()]);
 await bareAgent.close();

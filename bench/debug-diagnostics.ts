@@ -12,7 +12,12 @@ const CONNECTIONS = quick ? [500, 2_500] : [500, 2_500, 5_000]; // two sockets e
 const CALLS = 7;
 
 const health = new Health({ interval: 3_600_000 });
-const probe = await startProbeServer({ health, port: 0, debugDiagnostics: true, logger: { warn: () => undefined, info: () => undefined, debug: () => undefined } });
+const probe = await startProbeServer({
+  health,
+  port: 0,
+  debugDiagnostics: true,
+  logger: { warn: () => undefined, info: () => undefined, debug: () => undefined },
+});
 const accepted: Socket[] = [];
 const sink = createServer((socket) => accepted.push(socket));
 await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
@@ -22,7 +27,10 @@ const clients: Socket[] = [];
 const rows: string[][] = [];
 for (const target of CONNECTIONS) {
   while (clients.length < target) {
-    const batch = Array.from({ length: Math.min(500, target - clients.length) }, () => new Promise<void>((resolve) => clients.push(connect(sinkPort, '127.0.0.1', resolve))));
+    const batch = Array.from(
+      { length: Math.min(500, target - clients.length) },
+      () => new Promise<void>((resolve) => clients.push(connect(sinkPort, '127.0.0.1', resolve))),
+    );
     await Promise.all(batch);
   }
   while (accepted.length < target) await new Promise((resolve) => setTimeout(resolve, 10));
@@ -35,7 +43,11 @@ for (const target of CONNECTIONS) {
     times.push(performance.now() - started);
   }
   const t = summarize(times);
-  rows.push([String(process.getActiveResourcesInfo().length), `${fixed(t.median, 1)} (${fixed(t.min, 1)}–${fixed(t.max, 1)})`, String(bytes)]);
+  rows.push([
+    String(process.getActiveResourcesInfo().length),
+    `${fixed(t.median, 1)} (${fixed(t.min, 1)}–${fixed(t.max, 1)})`,
+    String(bytes),
+  ]);
 }
 console.log(`## GET /debug/diagnostics with many open sockets, ${String(CALLS)} calls each\n`);
 table(['active resources', 'ms per call median (min–max)', 'body bytes'], rows);

@@ -16,7 +16,10 @@ function spanCost(tracer: Tracer): number {
   const tick = tracer.startSpan('tick bench', { root: true, attributes: { 'lifeline.health.component': 'bench' } });
   const ctx = trace.setSpan(context.active(), tick);
   const started = process.hrtime.bigint();
-  for (let i = 0; i < SPANS; i++) tracer.startSpan('GET', { kind: SpanKind.CLIENT, attributes: { 'url.full': `http://h/x?page=${i}`, 'http.request.method': 'GET' } }, ctx).end();
+  for (let i = 0; i < SPANS; i++)
+    tracer
+      .startSpan('GET', { kind: SpanKind.CLIENT, attributes: { 'url.full': `http://h/x?page=${i}`, 'http.request.method': 'GET' } }, ctx)
+      .end();
   const ns = Number(process.hrtime.bigint() - started) / SPANS;
   tick.end();
   return ns;
@@ -24,14 +27,21 @@ function spanCost(tracer: Tracer): number {
 
 const setups: [string, () => SpanProcessor[]][] = [
   ['no tracking (baseline)', () => []],
-  ...(['off', 'ticks', 'all'] as CaptureStacks[]).map((mode): [string, () => SpanProcessor[]] => [`InFlightSpanProcessor, captureStacks '${mode}'`, () => [new InFlightSpanProcessor({ captureStacks: mode })]]),
+  ...(['off', 'ticks', 'all'] as CaptureStacks[]).map((mode): [string, () => SpanProcessor[]] => [
+    `InFlightSpanProcessor, captureStacks '${mode}'`,
+    () => [new InFlightSpanProcessor({ captureStacks: mode })],
+  ]),
 ];
-const tracers = setups.map(([name, processors]) => [name, new TracerProvider({ spanProcessors: processors() }).getTracer('bench')] as const);
+const tracers = setups.map(
+  ([name, processors]) => [name, new TracerProvider({ spanProcessors: processors() }).getTracer('bench')] as const,
+);
 for (const [, tracer] of tracers) spanCost(tracer); // warm up
 const costs = new Map<string, number[]>(tracers.map(([name]) => [name, []]));
 for (let round = 0; round < ROUNDS; round++) for (const [name, tracer] of tracers) costs.get(name)?.push(spanCost(tracer));
 const baseline = summarize(costs.get(setups[0]?.[0] ?? '') ?? []).median;
-console.log(`## Per-span cost of in-flight tracking: start + end of a child span in a tick trace, median of ${ROUNDS} × ${SPANS.toLocaleString('en-US')}\n`);
+console.log(
+  `## Per-span cost of in-flight tracking: start + end of a child span in a tick trace, median of ${ROUNDS} × ${SPANS.toLocaleString('en-US')}\n`,
+);
 table(
   ['setup', 'ns / span', 'ratio to no tracking'],
   tracers.map(([name]) => {
@@ -60,13 +70,26 @@ for (const inFlightCount of [1_000, 10_000]) {
     const exporter = new CountingExporter();
     const inFlight = new InFlightSpanProcessor();
     const provider = new TracerProvider({ spanProcessors: [inFlight, new SimpleSpanProcessor({ exporter })] });
-    const health = new Health({ interval: 3_600_000, tracerProvider: provider, diagnostics: { inFlight, tracerProvider: provider, maxBytes: MAX_BYTES, logger: { warn: () => undefined, info: () => undefined, debug: () => undefined } } });
+    const health = new Health({
+      interval: 3_600_000,
+      tracerProvider: provider,
+      diagnostics: {
+        inFlight,
+        tracerProvider: provider,
+        maxBytes: MAX_BYTES,
+        logger: { warn: () => undefined, info: () => undefined, debug: () => undefined },
+      },
+    });
     const h = health.registerLiveness('stuck');
     h.take();
     const tracer = provider.getTracer('bench');
     // The component's work: `inFlightCount` calls started under its tick, none of which end.
     h.take()?.run(() => {
-      for (let i = 0; i < inFlightCount; i++) tracer.startSpan('GET', { kind: SpanKind.CLIENT, attributes: { 'url.full': `http://upstream/items/${i}?token=t`, 'http.request.method': 'GET' } });
+      for (let i = 0; i < inFlightCount; i++)
+        tracer.startSpan('GET', {
+          kind: SpanKind.CLIENT,
+          attributes: { 'url.full': `http://upstream/items/${i}?token=t`, 'http.request.method': 'GET' },
+        });
     });
     health.check();
     health.check();
@@ -84,8 +107,18 @@ for (const inFlightCount of [1_000, 10_000]) {
     health.close();
   }
   const t = summarize(times);
-  rows.push([inFlightCount.toLocaleString('en-US'), fixed(t.median, 1), `${fixed(t.min, 1)}–${fixed(t.max, 1)}`, String(sizes.tree), String(sizes.stacks), String(sizes.truncated), String(sizes.snapshotSpans)]);
+  rows.push([
+    inFlightCount.toLocaleString('en-US'),
+    fixed(t.median, 1),
+    `${fixed(t.min, 1)}–${fixed(t.max, 1)}`,
+    String(sizes.tree),
+    String(sizes.stacks),
+    String(sizes.truncated),
+    String(sizes.snapshotSpans),
+  ]);
 }
-console.log(`## One verdict (snapshot + capped attributes + snapshot spans + log) with N in-flight spans in the stuck trace, median of 5; cap ${MAX_BYTES} bytes\n`);
+console.log(
+  `## One verdict (snapshot + capped attributes + snapshot spans + log) with N in-flight spans in the stuck trace, median of 5; cap ${MAX_BYTES} bytes\n`,
+);
 table(['in-flight spans', 'ms (median)', 'min–max ms', 'span_tree bytes', 'stacks bytes', 'truncated', 'snapshot spans exported'], rows);
 console.log('Target: ≤ 50 ms at 10,000 in-flight spans, every attribute within the cap.');

@@ -51,23 +51,36 @@ function useLifeline(on: boolean): void {
   deadlines = on ? installHttpDeadlines() : undefined;
   instrumentation.setTracerProvider(on ? provider : plainProvider);
   propagation.disable();
-  propagation.setGlobalPropagator(on ? new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new DeadlinePropagator()] }) : new W3CTraceContextPropagator());
+  propagation.setGlobalPropagator(
+    on
+      ? new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new DeadlinePropagator()] })
+      : new W3CTraceContextPropagator(),
+  );
 }
 
 // --- 1. Abort lateness.
 useLifeline(true);
 const silent = await startPeer('silent');
-const latenessMs = (calls: number, concurrency: number, budget: () => number) => abortLateness(calls, concurrency, budget, (i) => nodeHttp(`${silent.url}/${String(i)}`));
+const latenessMs = (calls: number, concurrency: number, budget: () => number) =>
+  abortLateness(calls, concurrency, budget, (i) => nodeHttp(`${silent.url}/${String(i)}`));
 await latenessMs(100, 10, () => 20); // warm up
 const cases: [string, number[], string][] = [
   ['10 in flight, deadlines spread over 20–50 ms', await latenessMs(LATENESS_CALLS, 10, () => 20 + Math.random() * 30), 'p99 ≤ 5 ms'],
   ['1,000 in flight, one shared deadline (thundering herd)', await latenessMs(LATENESS_CALLS, LATENESS_CALLS, () => 300), '—'],
 ];
 silent.stop();
-console.log(`## 1. Abort lateness: rejection − deadline, ${LATENESS_CALLS.toLocaleString('en-US')} node:http calls to a peer that never answers, OTel on (ms)\n`);
+console.log(
+  `## 1. Abort lateness: rejection − deadline, ${LATENESS_CALLS.toLocaleString('en-US')} node:http calls to a peer that never answers, OTel on (ms)\n`,
+);
 table(
   ['case', 'p50', 'p99', 'max', 'target'],
-  cases.map(([name, late, target]) => [name, fixed(percentile(late, 0.5), 1), fixed(percentile(late, 0.99), 1), fixed(percentile(late, 1), 1), target]),
+  cases.map(([name, late, target]) => [
+    name,
+    fixed(percentile(late, 0.5), 1),
+    fixed(percentile(late, 0.99), 1),
+    fixed(percentile(late, 1), 1),
+    target,
+  ]),
 );
 
 // --- 2. Throughput, per client: lifeline ÷ OTel alone, ABBA within each round.
@@ -79,7 +92,11 @@ for (const [client, call] of [
 ] as const) {
   const variants = [
     { name: 'OTel-instrumented, no lifeline', on: false, call: (url: string) => call(url) },
-    { name: 'OTel + lifeline deadlines, every call under a deadline', on: true, call: (url: string) => withTimeout(30_000, () => call(url)) },
+    {
+      name: 'OTel + lifeline deadlines, every call under a deadline',
+      on: true,
+      call: (url: string) => withTimeout(30_000, () => call(url)),
+    },
   ];
   const rates = new Map<string, number[]>(variants.map((v) => [v.name, []]));
   const cpu = new Map<string, number[]>(variants.map((v) => [v.name, []]));
@@ -92,7 +109,10 @@ for (const [client, call] of [
       const used = process.cpuUsage();
       await runConcurrently(THROUGHPUT_CALLS / 2, 16, (i) => variant.call(`${peer.url}/${String(i)}`));
       const usage = process.cpuUsage(used);
-      roundRates.set(variant.name, (roundRates.get(variant.name) ?? 0) + THROUGHPUT_CALLS / 2 / ((performance.now() - started) / 1_000) / 2);
+      roundRates.set(
+        variant.name,
+        (roundRates.get(variant.name) ?? 0) + THROUGHPUT_CALLS / 2 / ((performance.now() - started) / 1_000) / 2,
+      );
       if (round > 0) cpu.get(variant.name)?.push((usage.user + usage.system) / (THROUGHPUT_CALLS / 2));
     }
     if (round === 0) continue; // warm-up round
@@ -112,8 +132,19 @@ for (const [client, call] of [
   }
 }
 peer.stop();
-console.log(`## 2. Keep-alive throughput, 16 in flight, ${String(THROUGHPUT_ROUNDS)} rounds × ${THROUGHPUT_CALLS.toLocaleString('en-US')} calls per variant (ABBA within a round)\n`);
-table(['client', 'variant', 'req/s median (min–max)', '÷ OTel-only: median of per-round ratios (min–max), target ≥ 0.95', 'client CPU µs / call (median)'], rows);
+console.log(
+  `## 2. Keep-alive throughput, 16 in flight, ${String(THROUGHPUT_ROUNDS)} rounds × ${THROUGHPUT_CALLS.toLocaleString('en-US')} calls per variant (ABBA within a round)\n`,
+);
+table(
+  [
+    'client',
+    'variant',
+    'req/s median (min–max)',
+    '÷ OTel-only: median of per-round ratios (min–max), target ≥ 0.95',
+    'client CPU µs / call (median)',
+  ],
+  rows,
+);
 deadlines?.uninstall();
 agent.destroy();
 await Promise.all([provider.shutdown(), plainProvider.shutdown()]);

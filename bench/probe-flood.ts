@@ -17,16 +17,28 @@ const SECONDS = quick ? 3 : 6;
 const KINDS = ['plain', 'lifeline', 'lifeline-unbounded'] as const;
 
 async function startService(kind: string): Promise<{ app: number; probe: number; child: ChildProcess }> {
-  const child = spawn(process.execPath, [new URL('./probe-flood-app.mjs', import.meta.url).pathname], { env: { ...process.env, KIND: kind }, stdio: ['ignore', 'pipe', 'inherit'] });
-  const line = await new Promise<string>((resolve) => createInterface({ input: child.stdout as NodeJS.ReadableStream }).once('line', resolve));
+  const child = spawn(process.execPath, [new URL('./probe-flood-app.mjs', import.meta.url).pathname], {
+    env: { ...process.env, KIND: kind },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const line = await new Promise<string>((resolve) =>
+    createInterface({ input: child.stdout as NodeJS.ReadableStream }).once('line', resolve),
+  );
   return { ...(JSON.parse(line) as { app: number; probe: number }), child };
 }
 
 /** Starts autocannon in a process of its own against `url`; resolves with its req/s when done. */
 function flood(url: string, seconds: number): Promise<number> {
   const script = `import autocannon from 'autocannon'; const r = await autocannon({ url: ${JSON.stringify(url)}, connections: 32, duration: ${String(seconds)} }); console.log(JSON.stringify({ rps: r.requests.average }));`;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: new URL('..', import.meta.url).pathname, stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve) => createInterface({ input: child.stdout as NodeJS.ReadableStream }).once('line', (line) => { resolve((JSON.parse(line) as { rps: number }).rps); }));
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    cwd: new URL('..', import.meta.url).pathname,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve) =>
+    createInterface({ input: child.stdout as NodeJS.ReadableStream }).once('line', (line) => {
+      resolve((JSON.parse(line) as { rps: number }).rps);
+    }),
+  );
 }
 
 /** GET / on the app every 10 ms for `ms`: latencies in ms. */
@@ -43,7 +55,9 @@ async function timeApp(port: number, ms: number, agent: Agent): Promise<number[]
   return latencies.sort((a, b) => a - b);
 }
 
-const results = new Map(KINDS.map((k) => [k, { quietP50: [] as number[], p50: [] as number[], p99: [] as number[], floodRps: [] as number[] }]));
+const results = new Map(
+  KINDS.map((k) => [k, { quietP50: [] as number[], p50: [] as number[], p99: [] as number[], floodRps: [] as number[] }]),
+);
 for (let round = 0; round < ROUNDS; round++) {
   for (const kind of round % 2 === 0 ? KINDS : [...KINDS].reverse()) {
     const service = await startService(kind);
@@ -62,7 +76,9 @@ for (let round = 0; round < ROUNDS; round++) {
     r?.floodRps.push(rps);
   }
 }
-console.log(`## Probe flood: the app's GET / latency while GET /live is flooded (32 connections, flat out), ${String(ROUNDS)} rounds × ${String(SECONDS)} s per kind\n`);
+console.log(
+  `## Probe flood: the app's GET / latency while GET /live is flooded (32 connections, flat out), ${String(ROUNDS)} rounds × ${String(SECONDS)} s per kind\n`,
+);
 const cell = (values: number[], digits: number) => {
   const s = summarize(values);
   return `${fixed(s.median, digits)} (${fixed(s.min, digits)}–${fixed(s.max, digits)})`;
@@ -76,4 +92,6 @@ table(
 );
 const plainP50 = summarize(results.get('plain')?.p50 ?? []).median;
 const oursP50 = summarize(results.get('lifeline')?.p50 ?? []).median;
-console.log(`Target: under a flood the app's p50 with lifeline's probe server is no worse than with a plain node:http one (${fixed(oursP50, 2)} vs ${fixed(plainP50, 2)} ms, ${fixed(oursP50 / plainP50, 2)}×).\n`);
+console.log(
+  `Target: under a flood the app's p50 with lifeline's probe server is no worse than with a plain node:http one (${fixed(oursP50, 2)} vs ${fixed(plainP50, 2)} ms, ${fixed(oursP50 / plainP50, 2)}×).\n`,
+);

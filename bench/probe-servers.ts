@@ -16,13 +16,18 @@ const CONNECTIONS = 32;
 const KINDS = ['lifeline', 'lightship', 'terminus'] as const;
 
 async function startPeer(kind: string): Promise<{ url: string; stop: () => void }> {
-  const child = spawn(process.execPath, [new URL('./probe-peer.mjs', import.meta.url).pathname], { env: { ...process.env, KIND: kind }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [new URL('./probe-peer.mjs', import.meta.url).pathname], {
+    env: { ...process.env, KIND: kind },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const line = await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
   const { port, path } = JSON.parse(line) as { port: number; path: string };
   return { url: `http://127.0.0.1:${port}${path}`, stop: () => child.kill() };
 }
 
-const results = new Map<string, { rps: number[]; p50: number[]; p99: number[]; non2xx: number }>(KINDS.map((k) => [k, { rps: [], p50: [], p99: [], non2xx: 0 }]));
+const results = new Map<string, { rps: number[]; p50: number[]; p99: number[]; non2xx: number }>(
+  KINDS.map((k) => [k, { rps: [], p50: [], p99: [], non2xx: 0 }]),
+);
 for (let round = 0; round < ROUNDS; round++) {
   for (const kind of round % 2 === 0 ? KINDS : [...KINDS].reverse()) {
     const peer = await startPeer(kind);
@@ -38,14 +43,25 @@ for (let round = 0; round < ROUNDS; round++) {
 }
 const best = Math.max(...KINDS.filter((k) => k !== 'lifeline').map((k) => summarize(results.get(k)?.rps ?? []).median));
 const bestP99 = Math.min(...KINDS.filter((k) => k !== 'lifeline').map((k) => summarize(results.get(k)?.p99 ?? []).median));
-console.log(`## Probe servers: GET /live, ${CONNECTIONS} connections, ${ROUNDS} rounds × ${SECONDS} s per server (autocannon in a separate process)\n`);
+console.log(
+  `## Probe servers: GET /live, ${CONNECTIONS} connections, ${ROUNDS} rounds × ${SECONDS} s per server (autocannon in a separate process)\n`,
+);
 table(
   ['server', 'req/s median (min–max)', '÷ best peer', 'p50 ms', 'p99 ms', 'non-2xx'],
   KINDS.map((kind) => {
     const r = results.get(kind);
     const rps = summarize(r?.rps ?? []);
-    return [kind, `${fixed(rps.median, 0)} (${fixed(rps.min, 0)}–${fixed(rps.max, 0)})`, fixed(rps.median / best, 2), fixed(summarize(r?.p50 ?? []).median, 1), fixed(summarize(r?.p99 ?? []).median, 1), String(r?.non2xx ?? 0)];
+    return [
+      kind,
+      `${fixed(rps.median, 0)} (${fixed(rps.min, 0)}–${fixed(rps.max, 0)})`,
+      fixed(rps.median / best, 2),
+      fixed(summarize(r?.p50 ?? []).median, 1),
+      fixed(summarize(r?.p99 ?? []).median, 1),
+      String(r?.non2xx ?? 0),
+    ];
   }),
 );
 const ours = results.get('lifeline');
-console.log(`Target: req/s ≥ the best peer's (${fixed(summarize(ours?.rps ?? []).median / best, 2)}×) and p99 ≤ theirs (${fixed(summarize(ours?.p99 ?? []).median, 1)} vs ${fixed(bestP99, 1)} ms).\n`);
+console.log(
+  `Target: req/s ≥ the best peer's (${fixed(summarize(ours?.rps ?? []).median / best, 2)}×) and p99 ≤ theirs (${fixed(summarize(ours?.p99 ?? []).median, 1)} vs ${fixed(bestP99, 1)} ms).\n`,
+);

@@ -13,15 +13,22 @@ const SIZES = [1_024, 16_384, 262_144, 1_048_576];
 /** Bytes redacted per round and size: small inputs are repeated, so every cell does the same work. */
 const BYTES_PER_ROUND = 4 * 1_048_576;
 
-
 const uncapped = new InFlightSpanProcessor({ redact: { maxValueLength: Infinity } }).redactor;
 const capped = new InFlightSpanProcessor().redactor;
 /** A shape: the attribute key, and the value for `bytes` of input whose keys start at `first`. */
 const shapes: [string, string, (bytes: number, first: number) => string][] = [
   ['url.full, keys only (`sig0&sig1&…`)', 'url.full', (bytes, first) => `https://h.example/p?${adversarialQuery(bytes, '', first)}`],
-  ['url.full, every key secret with a value (`sig0=1&…`)', 'url.full', (bytes, first) => `https://h.example/p?${adversarialQuery(bytes, '=1', first)}`],
+  [
+    'url.full, every key secret with a value (`sig0=1&…`)',
+    'url.full',
+    (bytes, first) => `https://h.example/p?${adversarialQuery(bytes, '=1', first)}`,
+  ],
   ['url.query, every key secret with a value', 'url.query', (bytes, first) => `?${adversarialQuery(bytes, '=1', first)}`],
-  ['free text (`exception.message`), `sig0=1 sig1=1 …`', 'exception.message', (bytes, first) => adversarialQuery(bytes, '=1', first).replaceAll('&', ' ')],
+  [
+    'free text (`exception.message`), `sig0=1 sig1=1 …`',
+    'exception.message',
+    (bytes, first) => adversarialQuery(bytes, '=1', first).replaceAll('&', ' '),
+  ],
 ];
 
 /**
@@ -54,20 +61,32 @@ for (const [shape, key, make] of shapes) {
   const medians = perSize.map((values) => summarize(values));
   const first = medians[0]?.median ?? Number.NaN;
   medians.forEach((sample, i) => {
-    rows.push([shape, `${fixed((inputs[i]?.[0]?.length ?? 0) / 1_024, 0)} KiB`, fixed(sample.median, 1), `${fixed(sample.min, 1)}–${fixed(sample.max, 1)}`, fixed(sample.median / first, 2)]);
+    rows.push([
+      shape,
+      `${fixed((inputs[i]?.[0]?.length ?? 0) / 1_024, 0)} KiB`,
+      fixed(sample.median, 1),
+      `${fixed(sample.min, 1)}–${fixed(sample.max, 1)}`,
+      fixed(sample.median / first, 2),
+    ]);
   });
 }
-console.log(`## Redaction of adversarial input, uncapped: ns per input byte, median of ${ROUNDS} rounds × ${BYTES_PER_ROUND / 1_048_576} MiB\n`);
+console.log(
+  `## Redaction of adversarial input, uncapped: ns per input byte, median of ${ROUNDS} rounds × ${BYTES_PER_ROUND / 1_048_576} MiB\n`,
+);
 table(['input', 'size', 'ns / byte', 'min–max', 'ratio to 1 KiB'], rows);
 
 // With the default cap, and the way a service pays it: one span carrying the URL, through the processor.
 const provider = new TracerProvider({ spanProcessors: [new InFlightSpanProcessor()] });
 const tracer = provider.getTracer('bench');
 /** 20 URLs of one shape, keys distinct across them (an attacker need not repeat a key). */
-const urls = (keys: (first: number) => string) => Array.from({ length: 20 }, (_, i) => `https://h.example/p?${keys(100_000 + i * 200_000)}`);
+const urls = (keys: (first: number) => string) =>
+  Array.from({ length: 20 }, (_, i) => `https://h.example/p?${keys(100_000 + i * 200_000)}`);
 const cappedRows: string[][] = [];
 for (const [label, batch] of [
-  ["2,460 secret-looking keys with values (the issue's request)", urls((first) => Array.from({ length: 2_460 }, (_, i) => `sig${first + i}=x`).join('&'))],
+  [
+    "2,460 secret-looking keys with values (the issue's request)",
+    urls((first) => Array.from({ length: 2_460 }, (_, i) => `sig${first + i}=x`).join('&')),
+  ],
   ['1 MiB of `sig0=1&…`', urls((first) => adversarialQuery(1_048_576, '=1', first))],
 ] as const) {
   const perCall: number[] = [];
@@ -86,8 +105,15 @@ for (const [label, batch] of [
   }
   const call = summarize(perCall);
   const span = summarize(perSpan);
-  cappedRows.push([label, `${fixed((batch[0]?.length ?? 0) / 1_024, 1)} KiB`, `${fixed(call.median, 0)} (${fixed(call.min, 0)}–${fixed(call.max, 0)})`, `${fixed(span.median, 0)} (${fixed(span.min, 0)}–${fixed(span.max, 0)})`]);
+  cappedRows.push([
+    label,
+    `${fixed((batch[0]?.length ?? 0) / 1_024, 1)} KiB`,
+    `${fixed(call.median, 0)} (${fixed(call.min, 0)}–${fixed(call.max, 0)})`,
+    `${fixed(span.median, 0)} (${fixed(span.min, 0)}–${fixed(span.max, 0)})`,
+  ]);
 }
-console.log(`## With the default cap (16 KiB per value): µs per redaction, and per span through InFlightSpanProcessor, median (min–max) of ${ROUNDS} rounds × 20\n`);
+console.log(
+  `## With the default cap (16 KiB per value): µs per redaction, and per span through InFlightSpanProcessor, median (min–max) of ${ROUNDS} rounds × 20\n`,
+);
 table(['URL', 'size', 'Redactor.attribute(url.full) µs', 'span start + end µs'], cappedRows);
 await provider.shutdown();

@@ -6,14 +6,27 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, type as osType, release } from 'node:os';
 
-const BENCHES = ['startup', 'catalog', 'diagnostics', 'redaction', 'deadline', 'http-clients', 'probe-servers', 'probe-flood', 'debug-diagnostics', 'watchdog'];
+const BENCHES = [
+  'startup',
+  'catalog',
+  'diagnostics',
+  'redaction',
+  'deadline',
+  'http-clients',
+  'probe-servers',
+  'probe-flood',
+  'debug-diagnostics',
+  'watchdog',
+];
 const dir = new URL('./results/', import.meta.url).pathname;
 mkdirSync(dir, { recursive: true });
 const jsonLines = `${dir}latest.jsonl`;
 rmSync(jsonLines, { force: true });
 
 const machine = `${osType()} ${release()}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
-const sections: string[] = [`# lifeline benchmark results\n\nRun ${new Date().toISOString()} on ${machine}. Reproduce: \`npm run bench\`. Method and meaning: BENCHMARKS.md.\n`];
+const sections: string[] = [
+  `# lifeline benchmark results\n\nRun ${new Date().toISOString()} on ${machine}. Reproduce: \`npm run bench\`. Method and meaning: BENCHMARKS.md.\n`,
+];
 const started = Date.now();
 for (const name of BENCHES) {
   const t = Date.now();
@@ -30,7 +43,10 @@ for (const name of BENCHES) {
 }
 sections.push(`Total: ${Math.round((Date.now() - started) / 1_000)} s.\n`);
 writeFileSync(`${dir}latest.md`, sections.join('\n'));
-const tables = readFileSync(jsonLines, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as unknown);
+const tables = readFileSync(jsonLines, 'utf8')
+  .trim()
+  .split('\n')
+  .map((line) => JSON.parse(line) as unknown);
 writeFileSync(`${dir}latest.json`, `${JSON.stringify({ machine, date: new Date().toISOString(), tables }, null, 2)}\n`);
 rmSync(jsonLines, { force: true });
 process.stderr.write(`wrote bench/results/latest.md and latest.json in ${Math.round((Date.now() - started) / 1_000)} s\n`);

@@ -27,11 +27,32 @@ const exporting = {
 };
 const VARIANTS: Variant[] = [
   { name: 'plain node', args: [app], env: {} },
-  { name: 'OTel auto-instrumentations-node/register', args: ['--import', '@opentelemetry/auto-instrumentations-node/register', app], env: exporting },
+  {
+    name: 'OTel auto-instrumentations-node/register',
+    args: ['--import', '@opentelemetry/auto-instrumentations-node/register', app],
+    env: exporting,
+  },
   // What OpenTelemetry documents for ES module apps: its register plus its (off-thread) loader hook.
-  { name: 'OTel register + its ESM loader hook', args: ['--import', '@opentelemetry/auto-instrumentations-node/register', '--experimental-loader=@opentelemetry/instrumentation/hook.mjs', app], env: exporting },
-  { name: 'lifeline register, with the auto-instrumentations', args: ['--import', 'otel-lifeline/register', app], env: { ...exporting, LIFELINE_PROBE_PORT: '0' } },
-  { name: 'lifeline register, its own instrumentations', args: ['--import', 'otel-lifeline/register', app], env: { ...exporting, LIFELINE_PROBE_PORT: '0', LIFELINE_AUTO_INSTRUMENTATIONS: 'off' } },
+  {
+    name: 'OTel register + its ESM loader hook',
+    args: [
+      '--import',
+      '@opentelemetry/auto-instrumentations-node/register',
+      '--experimental-loader=@opentelemetry/instrumentation/hook.mjs',
+      app,
+    ],
+    env: exporting,
+  },
+  {
+    name: 'lifeline register, with the auto-instrumentations',
+    args: ['--import', 'otel-lifeline/register', app],
+    env: { ...exporting, LIFELINE_PROBE_PORT: '0' },
+  },
+  {
+    name: 'lifeline register, its own instrumentations',
+    args: ['--import', 'otel-lifeline/register', app],
+    env: { ...exporting, LIFELINE_PROBE_PORT: '0', LIFELINE_AUTO_INSTRUMENTATIONS: 'off' },
+  },
 ];
 
 interface Run {
@@ -43,7 +64,11 @@ interface Run {
 async function startOnce(variant: Variant): Promise<Run> {
   const started = performance.now();
   // stderr ignored: OTel's cloud resource detectors warn when there is no cloud metadata service.
-  const child = spawn(process.execPath, variant.args, { cwd: new URL('..', import.meta.url).pathname, env: { ...process.env, ...variant.env }, stdio: ['ignore', 'pipe', 'ignore'] });
+  const child = spawn(process.execPath, variant.args, {
+    cwd: new URL('..', import.meta.url).pathname,
+    env: { ...process.env, ...variant.env },
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
   try {
     const line = await new Promise<string>((resolve, reject) => {
       createInterface({ input: child.stdout }).once('line', resolve);

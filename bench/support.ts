@@ -57,7 +57,10 @@ export function table(header: readonly string[], rows: readonly (readonly string
 export async function startPeer(mode: 'ok' | 'silent'): Promise<{ url: string; stop: () => void }> {
   const { spawn } = await import('node:child_process');
   const { createInterface } = await import('node:readline');
-  const child = spawn(process.execPath, [new URL('./server.mjs', import.meta.url).pathname], { env: { ...process.env, MODE: mode }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [new URL('./server.mjs', import.meta.url).pathname], {
+    env: { ...process.env, MODE: mode },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const line = await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
   const { port } = JSON.parse(line) as { port: number };
   return {
@@ -105,7 +108,12 @@ export class DiscardExporter {
  * Abort lateness: `calls` calls of `call(i)`, `concurrency` at a time, each under a deadline
  * `budget()` ms away, to a peer that never answers; returns how late each rejected, in ms, sorted.
  */
-export async function abortLateness(calls: number, concurrency: number, budget: () => number, call: (i: number) => Promise<unknown>): Promise<number[]> {
+export async function abortLateness(
+  calls: number,
+  concurrency: number,
+  budget: () => number,
+  call: (i: number) => Promise<unknown>,
+): Promise<number[]> {
   const late: number[] = [];
   await runConcurrently(calls, concurrency, async (i) => {
     // Deadlines live on the Date.now() clock; performance.now() gives the sub-ms part of the lateness.

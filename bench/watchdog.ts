@@ -20,20 +20,39 @@ const ROOT = new URL('..', import.meta.url).pathname;
 function runService(script: string, env: NodeJS.ProcessEnv): Promise<string[]> {
   const child = spawn(process.execPath, ['--import', 'otel-lifeline/register', new URL(script, import.meta.url).pathname], {
     cwd: ROOT,
-    env: { ...process.env, OTEL_TRACES_EXPORTER: 'none', LIFELINE_PROBE_PORT: '0', LIFELINE_AUTO_INSTRUMENTATIONS: 'off', LIFELINE_LOG_LEVEL: 'warn', ...env },
+    env: {
+      ...process.env,
+      OTEL_TRACES_EXPORTER: 'none',
+      LIFELINE_PROBE_PORT: '0',
+      LIFELINE_AUTO_INSTRUMENTATIONS: 'off',
+      LIFELINE_LOG_LEVEL: 'warn',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const lines: string[] = [];
   createInterface({ input: child.stdout }).on('line', (line) => lines.push(line));
-  return new Promise((resolve) => child.on('close', () => { resolve(lines); }));
+  return new Promise((resolve) =>
+    child.on('close', () => {
+      resolve(lines);
+    }),
+  );
 }
 
 // (1) Cost on a healthy service.
 const upstream = await startPeer('ok');
-const runs = { on: { rps: [] as number[], rss: [] as number[], idleCpu: [] as number[], loadCpu: [] as number[] }, off: { rps: [] as number[], rss: [] as number[], idleCpu: [] as number[], loadCpu: [] as number[] } };
+const runs = {
+  on: { rps: [] as number[], rss: [] as number[], idleCpu: [] as number[], loadCpu: [] as number[] },
+  off: { rps: [] as number[], rss: [] as number[], idleCpu: [] as number[], loadCpu: [] as number[] },
+};
 for (let round = 0; round < ROUNDS; round++) {
   for (const mode of round % 2 === 0 ? (['on', 'off'] as const) : (['off', 'on'] as const)) {
-    const lines = await runService('./watchdog-app.mjs', { LIFELINE_WATCHDOG: mode, UPSTREAM: upstream.url, DURATION_MS: String(DURATION_MS), IDLE_MS: String(IDLE_MS) });
+    const lines = await runService('./watchdog-app.mjs', {
+      LIFELINE_WATCHDOG: mode,
+      UPSTREAM: upstream.url,
+      DURATION_MS: String(DURATION_MS),
+      IDLE_MS: String(IDLE_MS),
+    });
     const result = JSON.parse(lines.at(-1) ?? '{}') as { requests: number; rssMb: number; idleCpuMs: number; loadCpuMs: number };
     runs[mode].rps.push(result.requests / (DURATION_MS / 1_000));
     runs[mode].rss.push(result.rssMb);
@@ -47,7 +66,9 @@ const cell = (values: number[], digits: number) => {
   const s = summarize(values);
   return `${fixed(s.median, digits)} (${fixed(s.min, digits)}–${fixed(s.max, digits)})`;
 };
-console.log(`## The watchdog on a healthy service: keep-alive fetch (8 loops) to an upstream in another process, ${String(ROUNDS)} interleaved rounds × ${String(DURATION_MS / 1_000)} s, register mode\n`);
+console.log(
+  `## The watchdog on a healthy service: keep-alive fetch (8 loops) to an upstream in another process, ${String(ROUNDS)} interleaved rounds × ${String(DURATION_MS / 1_000)} s, register mode\n`,
+);
 table(
   ['watchdog', 'fetch req/s', 'RSS once started, MB'],
   [
@@ -55,7 +76,9 @@ table(
     ['off', cell(runs.off.rps, 0), cell(runs.off.rss, 1)],
   ],
 );
-console.log(`Ratio on ÷ off per round: median ${fixed(summarize(ratios).median, 3)} (${fixed(summarize(ratios).min, 3)}–${fixed(summarize(ratios).max, 3)}); target ≥ 0.99. RSS added: ${fixed(summarize(runs.on.rss).median - summarize(runs.off.rss).median, 1)} MB.\n`);
+console.log(
+  `Ratio on ÷ off per round: median ${fixed(summarize(ratios).median, 3)} (${fixed(summarize(ratios).min, 3)}–${fixed(summarize(ratios).max, 3)}); target ≥ 0.99. RSS added: ${fixed(summarize(runs.on.rss).median - summarize(runs.off.rss).median, 1)} MB.\n`,
+);
 
 // Throughput between processes moves by several % from run to run on a shared machine; the
 // watchdog's work is a constant few wake-ups a second, which an idle process measures finely.
@@ -70,7 +93,9 @@ table(
     ['off', cell(runs.off.idleCpu, 2), cell(runs.off.loadCpu, 0)],
   ],
 );
-console.log(`Added by the watchdog (on − off, per round): ${cell(addedCpu, 2)} ms of CPU per second = ${fixed(share * 100, 3)}% of what the service uses under this load; where CPU limits throughput, the ratio on ÷ off is ≥ ${fixed(1 - share, 4)} (target ≥ 0.99).\n`);
+console.log(
+  `Added by the watchdog (on − off, per round): ${cell(addedCpu, 2)} ms of CPU per second = ${fixed(share * 100, 3)}% of what the service uses under this load; where CPU limits throughput, the ratio on ÷ off is ≥ ${fixed(1 - share, 4)} (target ≥ 0.99).\n`,
+);
 
 // (2) From block to exported span.
 const arrivals: number[] = [];
@@ -78,7 +103,11 @@ const receiver = createServer((req, res) => {
   const chunks: Buffer[] = [];
   req.on('data', (c: Buffer) => chunks.push(c));
   req.on('end', () => {
-    if (Buffer.concat(chunks).includes('event loop blocked') && Buffer.concat(chunks).includes('"lifeline.event_loop.ongoing","value":{"boolValue":true')) arrivals.push(Date.now());
+    if (
+      Buffer.concat(chunks).includes('event loop blocked') &&
+      Buffer.concat(chunks).includes('"lifeline.event_loop.ongoing","value":{"boolValue":true')
+    )
+      arrivals.push(Date.now());
     res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
   });
 });
@@ -97,9 +126,23 @@ for (let round = 0; round < ROUNDS; round++) {
     BLOCK_MS: '1500',
     EXIT_AFTER_BLOCK: '1',
   });
-  const started = (JSON.parse(lines.find((line) => line.includes('"blockStartedAt"')) ?? '{}') as { blockStartedAt?: number }).blockStartedAt;
+  const started = (JSON.parse(lines.find((line) => line.includes('"blockStartedAt"')) ?? '{}') as { blockStartedAt?: number })
+    .blockStartedAt;
   if (started !== undefined && arrivals[0] !== undefined) delays.push(arrivals[0] - started);
 }
 receiver.close();
-console.log(`## From block start to the \`event loop blocked\` span at an OTLP receiver (threshold 300 ms, heartbeat 75 ms), ${String(delays.length)} runs\n`);
-table(['ms after the block began', 'of which past the threshold'], [[cell(delays, 0), cell(delays.map((d) => d - 300), 0)]]);
+console.log(
+  `## From block start to the \`event loop blocked\` span at an OTLP receiver (threshold 300 ms, heartbeat 75 ms), ${String(delays.length)} runs\n`,
+);
+table(
+  ['ms after the block began', 'of which past the threshold'],
+  [
+    [
+      cell(delays, 0),
+      cell(
+        delays.map((d) => d - 300),
+        0,
+      ),
+    ],
+  ],
+);

@@ -54,7 +54,10 @@ ${stack.uiUrl === undefined ? "              (Jaeger's UI is a placeholder in a 
 
 for (let elapsed = 0; elapsed < seconds; elapsed += 5) {
   await new Promise((resolve) => setTimeout(resolve, 5_000));
-  const live = await fetch(`${probe}/live`).then(async (r) => `${r.status} ${JSON.stringify(await r.json())}`, (e) => `unreachable: ${e.message}`);
+  const live = await fetch(`${probe}/live`).then(
+    async (r) => `${r.status} ${JSON.stringify(await r.json())}`,
+    (e) => `unreachable: ${e.message}`,
+  );
   console.log(`t+${String(elapsed + 5).padStart(2)} s  GET /live -> ${live}`);
 }
 
@@ -71,24 +74,34 @@ const aborted = (await traces({ tags: JSON.stringify({ 'lifeline.deadline.exceed
   .sort((a, b) => a.startTime - b.startTime);
 console.log(`\nFrom Jaeger — calls aborted by their deadline (tag lifeline.deadline.exceeded=true): ${aborted.length}`);
 for (const span of aborted.slice(-5)) {
-  console.log(`  ${new Date(span.startTime / 1_000).toISOString()}  ${span.operationName} ${tag(span, 'url.full')}  ${Math.round(span.duration / 1_000)} ms  deadline source: ${tag(span, 'lifeline.deadline.source')}`);
+  console.log(
+    `  ${new Date(span.startTime / 1_000).toISOString()}  ${span.operationName} ${tag(span, 'url.full')}  ${Math.round(span.duration / 1_000)} ms  deadline source: ${tag(span, 'lifeline.deadline.source')}`,
+  );
 }
 
-const verdictTrace = (await traces({ tags: JSON.stringify({ 'lifeline.health.component': 'indexer' }) })).find((t) => t.spans.some((s) => s.operationName.startsWith('health verdict')));
+const verdictTrace = (await traces({ tags: JSON.stringify({ 'lifeline.health.component': 'indexer' }) })).find((t) =>
+  t.spans.some((s) => s.operationName.startsWith('health verdict')),
+);
 const verdict = verdictTrace?.spans.find((s) => s.operationName.startsWith('health verdict'));
 const fields = verdict?.logs.find((l) => l.fields.some((f) => f.value === 'lifeline.diagnostic'))?.fields ?? [];
 const field = (key) => fields.find((f) => f.key === key)?.value;
-console.log(`\nFrom Jaeger — the health verdict: unhealthy ${JSON.stringify(tag(verdict ?? { tags: [] }, 'lifeline.health.unhealthy') ?? null)}`);
+console.log(
+  `\nFrom Jaeger — the health verdict: unhealthy ${JSON.stringify(tag(verdict ?? { tags: [] }, 'lifeline.health.unhealthy') ?? null)}`,
+);
 if (verdict !== undefined) {
   console.log('  lifeline.diagnostic.overview:');
   for (const line of String(field('lifeline.diagnostic.overview')).split('\n')) console.log(`    ${line}`);
   console.log('  lifeline.diagnostic.stacks:');
   for (const line of String(field('lifeline.diagnostic.stacks')).split('\n').slice(0, 30)) console.log(`    ${line}`);
   const stuck = await traces({ tags: JSON.stringify({ 'lifeline.in_flight': 'true' }) });
-  console.log(`  snapshot spans in the stuck traces: ${[...new Set(stuck.flatMap((t) => t.spans).map((s) => s.operationName))].join(', ')}`);
+  console.log(
+    `  snapshot spans in the stuck traces: ${[...new Set(stuck.flatMap((t) => t.spans).map((s) => s.operationName))].join(', ')}`,
+  );
   if (stack.uiUrl !== undefined) {
     console.log(`\nIn the Jaeger UI (while the demo runs):`);
-    console.log(`  stuck traces   ${stack.uiUrl}/search?service=${SERVICE}&lookback=1h&tags=${encodeURIComponent('{"lifeline.in_flight":"true"}')}`);
+    console.log(
+      `  stuck traces   ${stack.uiUrl}/search?service=${SERVICE}&lookback=1h&tags=${encodeURIComponent('{"lifeline.in_flight":"true"}')}`,
+    );
     for (const t of stuck.slice(0, 3)) console.log(`  stuck trace    ${stack.uiUrl}/trace/${t.traceID}`);
     console.log(`  the verdict    ${stack.uiUrl}/trace/${verdictTrace?.traceID ?? ''}`);
   }
@@ -96,7 +109,11 @@ if (verdict !== undefined) {
 
 const urls = aborted.map((s) => String(tag(s, 'url.full')));
 const ok = urls.some((u) => u.includes('/inventory')) && urls.some((u) => u.includes('/report')) && verdict !== undefined;
-console.log(ok ? '\nDemo OK: deadlines ended the stuck fetch and node:http calls, so poller and reporter stayed healthy; indexer, stuck on a lock no deadline can reach, explained itself.' : '\nDemo FAILED: expected aborted calls and a verdict in Jaeger.');
+console.log(
+  ok
+    ? '\nDemo OK: deadlines ended the stuck fetch and node:http calls, so poller and reporter stayed healthy; indexer, stuck on a lock no deadline can reach, explained itself.'
+    : '\nDemo FAILED: expected aborted calls and a verdict in Jaeger.',
+);
 // A person at a terminal gets time to open the links; a script or CI gets its exit code at once.
 if (ok && stack.uiUrl !== undefined && process.stdin.isTTY) {
   console.log('\nJaeger keeps running for the links above: Ctrl-C to stop.');

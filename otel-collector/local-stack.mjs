@@ -14,7 +14,10 @@ const HERE = fileURLToPath(new URL('.', import.meta.url));
 
 /** Builds Jaeger if needed and returns the binary's path. */
 export function jaegerBinary() {
-  return execFileSync('bash', [`${HERE}build-jaeger.sh`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop();
+  return execFileSync('bash', [`${HERE}build-jaeger.sh`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
+    .trim()
+    .split('\n')
+    .pop();
 }
 
 /**
@@ -24,10 +27,21 @@ export function jaegerBinary() {
  * folder to serve at the query URL instead of the placeholder. Resolves once both are accepting;
  * `stop()` ends both.
  */
-export async function startLocalStack({ base, log = false, collectorHost = '127.0.0.1', uiAssets = process.env.JAEGER_UI_ASSETS_PATH || undefined } = {}) {
-  const ports = base === undefined ? { grpc: 4317, http: 4318, query: 16686, queryGrpc: 16685, store: 24317 } : { grpc: base, http: base + 1, query: base + 2, queryGrpc: base + 3, store: base + 4 };
+export async function startLocalStack({
+  base,
+  log = false,
+  collectorHost = '127.0.0.1',
+  uiAssets = process.env.JAEGER_UI_ASSETS_PATH || undefined,
+} = {}) {
+  const ports =
+    base === undefined
+      ? { grpc: 4317, http: 4318, query: 16686, queryGrpc: 16685, store: 24317 }
+      : { grpc: base, http: base + 1, query: base + 2, queryGrpc: base + 3, store: base + 4 };
   const ui = uiAssets === undefined ? undefined : resolvePath(uiAssets);
-  if (ui !== undefined && !existsSync(`${ui}/index.html`)) throw new Error(`JAEGER_UI_ASSETS_PATH / uiAssets: ${ui} has no index.html; give the folder of a built jaeger-ui (e.g. its build/ output)`);
+  if (ui !== undefined && !existsSync(`${ui}/index.html`))
+    throw new Error(
+      `JAEGER_UI_ASSETS_PATH / uiAssets: ${ui} has no index.html; give the folder of a built jaeger-ui (e.g. its build/ output)`,
+    );
   const binary = jaegerBinary();
   const env = {
     ...process.env,
@@ -42,12 +56,17 @@ export async function startLocalStack({ base, log = false, collectorHost = '127.
   const stdio = ['ignore', log ? 'inherit' : 'ignore', log ? 'inherit' : 'pipe'];
   const children = [];
   const stop = async () => {
-    await Promise.all(children.map((child) => new Promise((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      child.once('exit', resolve);
-      child.kill('SIGTERM');
-      setTimeout(() => child.kill('SIGKILL'), 5_000).unref();
-    })));
+    await Promise.all(
+      children.map(
+        (child) =>
+          new Promise((resolve) => {
+            if (child.exitCode !== null || child.signalCode !== null) return resolve();
+            child.once('exit', resolve);
+            child.kill('SIGTERM');
+            setTimeout(() => child.kill('SIGKILL'), 5_000).unref();
+          }),
+      ),
+    );
   };
   try {
     const store = spawn(binary, ['--config', `${HERE}jaeger.yaml`], { env, stdio });
@@ -71,12 +90,13 @@ export async function startLocalStack({ base, log = false, collectorHost = '127.
     /** Where the real Jaeger UI is served, when `uiAssets` gave one (else the query URL has a placeholder page). */
     uiUrl: ui === undefined ? undefined : `http://127.0.0.1:${ports.query}`,
     /** Kills the collector at once (SIGKILL), as a crash would; Jaeger keeps running. */
-    killCollector: () => new Promise((resolve) => {
-      const collector = children[1];
-      if (collector.exitCode !== null || collector.signalCode !== null) return resolve();
-      collector.once('exit', resolve);
-      collector.kill('SIGKILL');
-    }),
+    killCollector: () =>
+      new Promise((resolve) => {
+        const collector = children[1];
+        if (collector.exitCode !== null || collector.signalCode !== null) return resolve();
+        collector.once('exit', resolve);
+        collector.kill('SIGKILL');
+      }),
     /** Starts the collector again after killCollector(). */
     restartCollector: startCollector,
     stop,
@@ -85,7 +105,9 @@ export async function startLocalStack({ base, log = false, collectorHost = '127.
 
 async function waitForPort(port, child, name, timeoutMs = 60_000, host = '127.0.0.1') {
   let stderr = '';
-  child.stderr?.setEncoding('utf8').on('data', (chunk) => { stderr = (stderr + chunk).slice(-4_000); });
+  child.stderr?.setEncoding('utf8').on('data', (chunk) => {
+    stderr = (stderr + chunk).slice(-4_000);
+  });
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}: ${stderr}`);
@@ -98,14 +120,19 @@ async function waitForPort(port, child, name, timeoutMs = 60_000, host = '127.0.
 function accepts(port, host) {
   return new Promise((resolve) => {
     const socket = connect(port, host);
-    socket.once('connect', () => { socket.destroy(); resolve(true); });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
     socket.once('error', () => resolve(false));
   });
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const stack = await startLocalStack({ log: true });
-  console.log(`collector OTLP: ${stack.otlpHttpEndpoint} (http), ${stack.otlpGrpcEndpoint} (grpc)\nJaeger query: ${stack.queryUrl}${stack.uiUrl === undefined ? ' (set JAEGER_UI_ASSETS_PATH to a built jaeger-ui for the real UI)' : ' (Jaeger UI)'}\nCtrl-C to stop.`);
+  console.log(
+    `collector OTLP: ${stack.otlpHttpEndpoint} (http), ${stack.otlpGrpcEndpoint} (grpc)\nJaeger query: ${stack.queryUrl}${stack.uiUrl === undefined ? ' (set JAEGER_UI_ASSETS_PATH to a built jaeger-ui for the real UI)' : ' (Jaeger UI)'}\nCtrl-C to stop.`,
+  );
   const shutdown = () => stack.stop().then(() => process.exit(0));
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);

@@ -56,7 +56,12 @@ export {
 export { type DeadlineHeaderHosts, type DeadlinePolicyOptions, type DeadlineRule, type RuleValue } from './policy/index.js';
 export { installHttpDeadlines, type InstalledHttpDeadlines } from './http/index.js';
 export { grpcDeadlineInterceptor } from './grpc/index.js';
-export { deadlineInterceptor, installDeadlineDispatcher, type DeadlineDispatcherOptions, type InstalledDeadlineDispatcher } from './undici/index.js';
+export {
+  deadlineInterceptor,
+  installDeadlineDispatcher,
+  type DeadlineDispatcherOptions,
+  type InstalledDeadlineDispatcher,
+} from './undici/index.js';
 export type { Logger } from './log/index.js';
 // The telemetry vocabulary: the names of lifeline's spans, events and attributes, to search by.
 export {

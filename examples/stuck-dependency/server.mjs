@@ -43,7 +43,11 @@ function rebuildIndex() {
   });
 }
 
-for (const [name, work] of [['poller', pollInventory], ['reporter', sendReport], ['indexer', rebuildIndex]]) {
+for (const [name, work] of [
+  ['poller', pollInventory],
+  ['reporter', sendReport],
+  ['indexer', rebuildIndex],
+]) {
   const component = health.registerLiveness(name);
   (async () => {
     for await (const tick of component) await tick.run(work);

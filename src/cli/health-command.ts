@@ -59,7 +59,8 @@ export async function healthCommand(args: readonly string[], io: CommandIO): Pro
   const probe = PROBES.find((p) => p === parsed.probe);
   if (probe === undefined) return usageError(io, `invalid --probe ${JSON.stringify(parsed.probe)}: expected live, ready or startup`);
   const timeoutMs = parseDuration(parsed.timeout);
-  if (timeoutMs === undefined) return usageError(io, `invalid --timeout ${JSON.stringify(parsed.timeout)}: expected a duration such as 500ms, 20s or 1m`);
+  if (timeoutMs === undefined)
+    return usageError(io, `invalid --timeout ${JSON.stringify(parsed.timeout)}: expected a duration such as 500ms, 20s or 1m`);
   const target = probeUrl(parsed.url, probe);
   if (target === undefined) return usageError(io, `invalid --url ${JSON.stringify(parsed.url)}: expected an http:// or https:// URL`);
 
@@ -74,7 +75,9 @@ export async function healthCommand(args: readonly string[], io: CommandIO): Pro
     }
     body = decoded;
   } catch (err) {
-    io.stderr.write(`lifeline health: could not reach ${target.href}: ${reason(err, timeoutMs)}\nIs the service running with its probe server on that address?\n`);
+    io.stderr.write(
+      `lifeline health: could not reach ${target.href}: ${reason(err, timeoutMs)}\nIs the service running with its probe server on that address?\n`,
+    );
     return EXIT_UNREACHABLE;
   }
 
@@ -110,7 +113,13 @@ function formatText(body: ProbeBody, stream: CommandIO['stdout']): string {
   lines.push(`=== ${body.unhealthy.length} unhealthy components ===`);
   if (body.unhealthy.length > 0) lines.push(paint('red', body.unhealthy.join(', ')));
   const loop = body.eventLoop;
-  if (loop !== undefined) lines.push(paint('red', `event loop blocked for ${(loop.blockedMs / 1_000).toFixed(1)} s${loop.blockedIn === undefined ? '' : ` in ${loop.blockedIn}`}`));
+  if (loop !== undefined)
+    lines.push(
+      paint(
+        'red',
+        `event loop blocked for ${(loop.blockedMs / 1_000).toFixed(1)} s${loop.blockedIn === undefined ? '' : ` in ${loop.blockedIn}`}`,
+      ),
+    );
   return `${lines.join('\n')}\n`;
 }
 
@@ -141,7 +150,8 @@ function decodeBody(text: string): ProbeBody | undefined {
   const body: ProbeBody = { status, healthy: healthy.map(printable).sort(), unhealthy: unhealthy.map(printable).sort() };
   if (typeof eventLoop === 'object' && eventLoop !== null) {
     const { blockedMs, blockedIn } = eventLoop as Record<string, unknown>;
-    if (typeof blockedMs === 'number' && Number.isFinite(blockedMs)) body.eventLoop = { blockedMs, ...(typeof blockedIn === 'string' ? { blockedIn: printable(blockedIn.slice(0, 500)) } : {}) };
+    if (typeof blockedMs === 'number' && Number.isFinite(blockedMs))
+      body.eventLoop = { blockedMs, ...(typeof blockedIn === 'string' ? { blockedIn: printable(blockedIn.slice(0, 500)) } : {}) };
   }
   return body;
 }

@@ -62,7 +62,10 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
   return {
     watchdog: watchdog === 'off' ? false : thresholdMs === undefined ? {} : { thresholdMs },
     exportBuffer: { ...(maxSpans === undefined ? {} : { maxSpans }), ...(maxBytes === undefined ? {} : { maxBytes }) },
-    probeLimits: { ...(maxConnections === undefined ? {} : { maxConnections }), ...(maxRequestsPerSecond === undefined ? {} : { maxRequestsPerSecond }) },
+    probeLimits: {
+      ...(maxConnections === undefined ? {} : { maxConnections }),
+      ...(maxRequestsPerSecond === undefined ? {} : { maxRequestsPerSecond }),
+    },
     esmHook: esmHook === 'on',
     autoInstrumentations: autoInstrumentations === 'on',
     headersTimeoutMs,
@@ -92,7 +95,8 @@ function headerHostsFromEnv(env: NodeJS.ProcessEnv, name: string): EnvConfig['de
   const entries = value.split(',').map((entry) => entry.trim().toLowerCase());
   // Host names and .suffixes, or IP literals (IPv6 with colons, in brackets or not).
   const bad = entries.find((entry) => !/^\.?[a-z0-9_-]+(\.[a-z0-9_-]+)*$/.test(entry) && !/^\[?[0-9a-f]*:[0-9a-f:.]*\]?$/.test(entry));
-  if (bad !== undefined) throw invalidEnv(name, value, `internal, all, none, or comma-separated host names and .suffixes (${JSON.stringify(bad)} is neither)`);
+  if (bad !== undefined)
+    throw invalidEnv(name, value, `internal, all, none, or comma-separated host names and .suffixes (${JSON.stringify(bad)} is neither)`);
   return entries;
 }
 
@@ -143,7 +147,12 @@ function trustFromEnv(env: NodeJS.ProcessEnv, name: string): TrustInbound | unde
   if (value === undefined || value === 'private' || value === 'all' || value === 'none') return value;
   const entries = value.split(',').map((entry) => entry.trim());
   const bad = entries.find((entry) => !isAddressOrRange(entry));
-  if (bad !== undefined) throw invalidEnv(name, value, `private, all, none, or comma-separated IP addresses and CIDR ranges (${JSON.stringify(bad)} is neither)`);
+  if (bad !== undefined)
+    throw invalidEnv(
+      name,
+      value,
+      `private, all, none, or comma-separated IP addresses and CIDR ranges (${JSON.stringify(bad)} is neither)`,
+    );
   return entries;
 }
 

@@ -43,11 +43,22 @@ export function isDeadlineExceeded(err: unknown): boolean {
   let current: unknown = err;
   for (let depth = 0; depth < MAX_CAUSE_DEPTH && current !== null && typeof current === 'object'; depth++) {
     if (current instanceof DeadlineExceededError) return true;
-    const { code, request, response, cause, details, metadata } = current as { code?: unknown; request?: unknown; response?: unknown; cause?: unknown; details?: unknown; metadata?: unknown };
+    const { code, request, response, cause, details, metadata } = current as {
+      code?: unknown;
+      request?: unknown;
+      response?: unknown;
+      cause?: unknown;
+      details?: unknown;
+      metadata?: unknown;
+    };
     if (code === 'ERR_DEADLINE_EXCEEDED') return true;
     // @grpc/grpc-js's ServiceError with status DEADLINE_EXCEEDED (4).
     if (code === 4 && typeof details === 'string' && typeof metadata === 'object' && metadata !== null) return true;
-    if ((typeof request === 'object' && request !== null && endedByDeadline.has(request)) || (typeof response === 'object' && response !== null && endedByDeadline.has(response))) return true;
+    if (
+      (typeof request === 'object' && request !== null && endedByDeadline.has(request)) ||
+      (typeof response === 'object' && response !== null && endedByDeadline.has(response))
+    )
+      return true;
     current = cause;
   }
   return false;

@@ -122,7 +122,8 @@ export function currentDeadline(): Deadline | undefined {
  */
 export function withDeadline<T>(at: number | Date, fn: () => T): T {
   const ms = at instanceof Date ? at.getTime() : at;
-  if (typeof ms !== 'number' || !(Math.abs(ms) <= MAX_DEADLINE_MS)) throw invalidOption('deadline', at, 'an epoch-ms number or a valid Date');
+  if (typeof ms !== 'number' || !(Math.abs(ms) <= MAX_DEADLINE_MS))
+    throw invalidOption('deadline', at, 'an epoch-ms number or a valid Date');
   return runWithDeadline(ms, monotonicOf(ms), 'scope', fn);
 }
 
@@ -138,7 +139,8 @@ export function withDeadline<T>(at: number | Date, fn: () => T): T {
  */
 export function withTimeout<T>(ms: number, fn: () => T): T {
   const now = Date.now();
-  if (typeof ms !== 'number' || !(ms >= 0 && now + ms <= MAX_DEADLINE_MS)) throw invalidOption('timeout', ms, 'a number of ms >= 0 ending within the range of a Date');
+  if (typeof ms !== 'number' || !(ms >= 0 && now + ms <= MAX_DEADLINE_MS))
+    throw invalidOption('timeout', ms, 'a number of ms >= 0 ending within the range of a Date');
   return runWithDeadline(now + ms, monotonicNow() + ms, 'scope', fn);
 }
 
@@ -228,5 +230,7 @@ export function runThenSettle<T>(run: () => T, done: (settlement: Settlement) =>
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function';
+  return (
+    value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function'
+  );
 }

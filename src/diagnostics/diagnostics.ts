@@ -1,4 +1,16 @@
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace, type Attributes, type Link, type Span, type SpanContext, type Tracer, type TracerProvider } from '@opentelemetry/api';
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  TraceFlags,
+  trace,
+  type Attributes,
+  type Link,
+  type Span,
+  type SpanContext,
+  type Tracer,
+  type TracerProvider,
+} from '@opentelemetry/api';
 import { numberOption, oneOf } from '../errors/index.js';
 import { defaultLogger, type Logger } from '../log/index.js';
 import {
@@ -218,9 +230,25 @@ export class Diagnostics implements HealthDiagnostics {
 
   #emit(snapshot: DiagnosticSnapshot, block?: BlockedLoop): void {
     const summary = cap(summarize(snapshot), this.#maxBytes);
-    const tree = cap(JSON.stringify(snapshot.components.map(({ name, tick, inFlight, omitted }) => ({ component: name, tick: tick === undefined ? undefined : { traceId: tick.traceId, spanId: tick.spanId, seq: tick.seq, deadline: isoTime(tick.deadline) }, omitted, inFlight: inFlight.map(withoutStacks) }))), this.#maxBytes);
+    const tree = cap(
+      JSON.stringify(
+        snapshot.components.map(({ name, tick, inFlight, omitted }) => ({
+          component: name,
+          tick:
+            tick === undefined
+              ? undefined
+              : { traceId: tick.traceId, spanId: tick.spanId, seq: tick.seq, deadline: isoTime(tick.deadline) },
+          omitted,
+          inFlight: inFlight.map(withoutStacks),
+        })),
+      ),
+      this.#maxBytes,
+    );
     const stacks = cap(formatStacks(snapshot), this.#maxBytes);
-    const links: Link[] = block?.span === undefined ? [] : [{ context: { ...block.span, traceFlags: TraceFlags.SAMPLED }, attributes: { 'lifeline.link': 'event loop blocked' } }];
+    const links: Link[] =
+      block?.span === undefined
+        ? []
+        : [{ context: { ...block.span, traceFlags: TraceFlags.SAMPLED }, attributes: { 'lifeline.link': 'event loop blocked' } }];
     const blockedIn = block?.blockedIn === undefined ? undefined : this.#redactor.text(block.blockedIn);
     const spans = (): void => {
       this.#verdictSpans(snapshot, { summary, tree, stacks }, links, block, blockedIn);
@@ -229,12 +257,30 @@ export class Diagnostics implements HealthDiagnostics {
     else this.#inFlight.untracked(spans);
 
     const logger = this.#logger ?? defaultLogger();
-    logger.info({ unhealthy: snapshot.unhealthy, inFlight: snapshot.components.reduce((n, c) => n + count(c.inFlight), 0) }, 'health verdict: unhealthy components');
-    logger[this.#log]({ diagnostic: { components: JSON.parse(JSON.stringify(snapshot.components)) as unknown, process: snapshot.process, evicted: snapshot.evicted } }, 'health diagnostic');
+    logger.info(
+      { unhealthy: snapshot.unhealthy, inFlight: snapshot.components.reduce((n, c) => n + count(c.inFlight), 0) },
+      'health verdict: unhealthy components',
+    );
+    logger[this.#log](
+      {
+        diagnostic: {
+          components: JSON.parse(JSON.stringify(snapshot.components)) as unknown,
+          process: snapshot.process,
+          evicted: snapshot.evicted,
+        },
+      },
+      'health diagnostic',
+    );
   }
 
   /** The verdict span, its event, a child per component and the snapshots (see {@link Diagnostics.snapshot}). */
-  #verdictSpans(snapshot: DiagnosticSnapshot, event: Record<'summary' | 'tree' | 'stacks', { text: string; truncated: boolean }>, links: Link[], block: BlockedLoop | undefined, blockedIn: string | undefined): void {
+  #verdictSpans(
+    snapshot: DiagnosticSnapshot,
+    event: Record<'summary' | 'tree' | 'stacks', { text: string; truncated: boolean }>,
+    links: Link[],
+    block: BlockedLoop | undefined,
+    blockedIn: string | undefined,
+  ): void {
     const { summary, tree, stacks } = event;
     const verdict = this.#tracer.startSpan(verdictName(snapshot.unhealthy), {
       root: true,
@@ -253,7 +299,10 @@ export class Diagnostics implements HealthDiagnostics {
       [ATTR_DIAGNOSTIC_STACKS]: stacks.text,
       [ATTR_DIAGNOSTIC_TRUNCATED]: summary.truncated || tree.truncated || stacks.truncated,
     });
-    const why = block === undefined ? '' : ` (event loop blocked for ${(block.blockedMs / 1_000).toFixed(1)} s${blockedIn === undefined ? '' : ` in ${blockedIn}`})`;
+    const why =
+      block === undefined
+        ? ''
+        : ` (event loop blocked for ${(block.blockedMs / 1_000).toFixed(1)} s${blockedIn === undefined ? '' : ` in ${blockedIn}`})`;
     verdict.setStatus({ code: SpanStatusCode.ERROR, message: `unhealthy: ${snapshot.unhealthy.join(', ')}${why}` });
     // One end for this verdict's snapshot spans: the state at the verdict (a child ending after its
     // parent reads as clock skew in Jaeger; one added under an earlier verdict's snapshot still does).
@@ -270,12 +319,20 @@ export class Diagnostics implements HealthDiagnostics {
    * both ways with the snapshot of the component's stuck tick.
    */
   #explain(component: DiagnosticSnapshot['components'][number], verdict: Span, budget: SnapshotBudget): void {
-    const why = this.#tracer.startSpan(`${component.name} unhealthy`, { kind: SpanKind.INTERNAL, attributes: { [ATTR_HEALTH_COMPONENT]: component.name, [ATTR_HEALTH_PROBE]: component.probe } }, trace.setSpan(ROOT_CONTEXT, verdict));
+    const why = this.#tracer.startSpan(
+      `${component.name} unhealthy`,
+      { kind: SpanKind.INTERNAL, attributes: { [ATTR_HEALTH_COMPONENT]: component.name, [ATTR_HEALTH_PROBE]: component.probe } },
+      trace.setSpan(ROOT_CONTEXT, verdict),
+    );
     const back: Link = { context: why.spanContext(), attributes: { 'lifeline.link': 'health verdict' } };
     const stuck = this.#exportInFlight(component.inFlight, budget, back);
     for (const context of stuck) why.addLink({ context, attributes: { 'lifeline.link': 'stuck tick (in flight)' } });
     // Nothing in flight to show (untraced work, or it ended): the real tick, once it is exported.
-    if (stuck.length === 0 && component.tick !== undefined) why.addLink({ context: { traceId: component.tick.traceId, spanId: component.tick.spanId, traceFlags: TraceFlags.SAMPLED }, attributes: { 'lifeline.link': 'last tick' } });
+    if (stuck.length === 0 && component.tick !== undefined)
+      why.addLink({
+        context: { traceId: component.tick.traceId, spanId: component.tick.spanId, traceFlags: TraceFlags.SAMPLED },
+        attributes: { 'lifeline.link': 'last tick' },
+      });
     why.setStatus({ code: SpanStatusCode.ERROR, message: componentSummary(component).join('\n') });
     why.end();
   }
@@ -312,7 +369,12 @@ export class Diagnostics implements HealthDiagnostics {
   }
 
   /** Exports one snapshot span; returns it ended (its `isRecording()` says whether it was recorded). */
-  #snapshotOf(node: InFlightNode, back: Link, parent: SpanContext | undefined, endTime: number): { spanContext(): SpanContext; isRecording(): boolean } {
+  #snapshotOf(
+    node: InFlightNode,
+    back: Link,
+    parent: SpanContext | undefined,
+    endTime: number,
+  ): { spanContext(): SpanContext; isRecording(): boolean } {
     const tracked = this.#inFlight?.get(node.spanId);
     const attributes: Attributes = {};
     for (const [key, value] of Object.entries(tracked?.span.attributes ?? node.attributes)) {
@@ -360,7 +422,9 @@ function within(spans: TrackedSpan[], budget: { nodes: number }): TrackedSpan[] 
 }
 
 /** A node as the span tree attribute has it: no stack (see `stacks`), nor IDs its nesting and tick already say. */
-function withoutStacks(node: InFlightNode): Omit<InFlightNode, 'stack' | 'children' | 'traceId' | 'parentSpanId'> & { children: unknown[] } {
+function withoutStacks(
+  node: InFlightNode,
+): Omit<InFlightNode, 'stack' | 'children' | 'traceId' | 'parentSpanId'> & { children: unknown[] } {
   const { stack: _stack, traceId: _trace, parentSpanId: _parent, children, ...rest } = node;
   return { ...rest, children: children.map(withoutStacks) };
 }
@@ -384,7 +448,9 @@ function formatStacks(snapshot: DiagnosticSnapshot): string {
   lines.push('', 'libuv handles:');
   for (const handle of snapshot.process.handles) lines.push(`  ${handle.type} ${handle.details}`);
   lines.push('', `active resources: ${JSON.stringify(snapshot.process.activeResources)}`);
-  lines.push(`event-loop delay ms: p50 ${snapshot.process.eventLoopDelayMs.p50}, p99 ${snapshot.process.eventLoopDelayMs.p99}, max ${snapshot.process.eventLoopDelayMs.max}`);
+  lines.push(
+    `event-loop delay ms: p50 ${snapshot.process.eventLoopDelayMs.p50}, p99 ${snapshot.process.eventLoopDelayMs.p99}, max ${snapshot.process.eventLoopDelayMs.max}`,
+  );
   return lines.join('\n');
 }
 
@@ -395,7 +461,12 @@ function seconds(ms: number): string {
 
 /** `in flight 4.0 s, 2.0 s past its deadline` (or `deadline in 1.0 s`, or no deadline). */
 function state(node: InFlightNode): string {
-  const deadline = node.deadline === undefined ? ', no deadline' : node.deadline.remainingMs < 0 ? `, ${seconds(-node.deadline.remainingMs)} past its deadline` : `, deadline in ${seconds(node.deadline.remainingMs)}`;
+  const deadline =
+    node.deadline === undefined
+      ? ', no deadline'
+      : node.deadline.remainingMs < 0
+        ? `, ${seconds(-node.deadline.remainingMs)} past its deadline`
+        : `, deadline in ${seconds(node.deadline.remainingMs)}`;
   return `in flight ${seconds(node.ageMs)}${deadline}`;
 }
 
@@ -456,10 +527,14 @@ function componentSummary(component: DiagnosticSnapshot['components'][number]): 
     node.children.forEach(visit);
   };
   component.inFlight.forEach(visit);
-  const lines = [`${component.name} (${component.probe}) is unhealthy${leaves.length === 0 ? ': nothing in flight in its last tick (its work ended, or was never traced)' : ':'}`];
+  const lines = [
+    `${component.name} (${component.probe}) is unhealthy${leaves.length === 0 ? ': nothing in flight in its last tick (its work ended, or was never traced)' : ':'}`,
+  ];
   for (const leaf of leaves.slice(0, SUMMARY_CALLS)) {
     const url = leaf.attributes['url.full'];
-    lines.push(`  ${leaf.name}${typeof url === 'string' ? ` ${url}` : ''} (${state(leaf)})${leaf.origin === undefined ? '' : ` from ${leaf.origin}`}`);
+    lines.push(
+      `  ${leaf.name}${typeof url === 'string' ? ` ${url}` : ''} (${state(leaf)})${leaf.origin === undefined ? '' : ` from ${leaf.origin}`}`,
+    );
   }
   if (leaves.length > SUMMARY_CALLS) lines.push(`  … and ${String(leaves.length - SUMMARY_CALLS)} more (span_tree)`);
   return lines;
@@ -469,7 +544,9 @@ function componentSummary(component: DiagnosticSnapshot['components'][number]): 
 function cap(text: string, maxBytes: number): { text: string; truncated: boolean } {
   if (Buffer.byteLength(text) <= maxBytes) return { text, truncated: false };
   const marker = '…[truncated]';
-  let cut = Buffer.from(text).subarray(0, maxBytes - Buffer.byteLength(marker)).toString('utf8');
+  let cut = Buffer.from(text)
+    .subarray(0, maxBytes - Buffer.byteLength(marker))
+    .toString('utf8');
   if (cut.endsWith('\uFFFD')) cut = cut.slice(0, -1); // a character split in half
   return { text: `${cut}${marker}`, truncated: true };
 }

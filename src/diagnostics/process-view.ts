@@ -53,7 +53,8 @@ export class ProcessView {
   /** libuv's active handles: TCP sockets with their endpoints, timers with when they fire. */
   handles(): HandleInfo[] {
     const active = process.getActiveResourcesInfo().length;
-    if (active > MAX_HANDLES) return [omitted(`${active} active resources, over ${MAX_HANDLES}: handles not listed (counts by type in activeResources)`)];
+    if (active > MAX_HANDLES)
+      return [omitted(`${active} active resources, over ${MAX_HANDLES}: handles not listed (counts by type in activeResources)`)];
     const report = process.report as NodeJS.ProcessReport & { excludeNetwork: boolean };
     // Reverse DNS of every endpoint would make a dump slow and leak lookups: numbers only.
     const excludeNetwork = report.excludeNetwork;
@@ -66,7 +67,8 @@ export class ProcessView {
     }
     const handles = libuv.filter((h) => h.type !== 'async' && h.type !== 'check' && h.type !== 'idle' && h.type !== 'prepare');
     // Active resources and libuv handles are counted differently: the report may still hold more.
-    if (handles.length > MAX_HANDLES) return [...handles.slice(0, MAX_HANDLES).map(describe), omitted(`${handles.length - MAX_HANDLES} more handles not listed`)];
+    if (handles.length > MAX_HANDLES)
+      return [...handles.slice(0, MAX_HANDLES).map(describe), omitted(`${handles.length - MAX_HANDLES} more handles not listed`)];
     return handles.map(describe);
   }
 
@@ -84,9 +86,13 @@ function omitted(details: string): HandleInfo {
 function describe(handle: ReportHandle): HandleInfo {
   const type = handle.type ?? 'unknown';
   if (type === 'tcp' || type === 'udp') {
-    return { type, details: `${endpoint(handle.localEndpoint)} -> ${endpoint(handle.remoteEndpoint)}${handle.is_referenced === false ? ' (unref)' : ''}` };
+    return {
+      type,
+      details: `${endpoint(handle.localEndpoint)} -> ${endpoint(handle.remoteEndpoint)}${handle.is_referenced === false ? ' (unref)' : ''}`,
+    };
   }
-  if (type === 'timer') return { type, details: `fires in ${handle.firesInMsFromNow ?? '?'} ms${handle.is_referenced === false ? ' (unref)' : ''}` };
+  if (type === 'timer')
+    return { type, details: `fires in ${handle.firesInMsFromNow ?? '?'} ms${handle.is_referenced === false ? ' (unref)' : ''}` };
   return { type, details: handle.is_referenced === false ? 'unref' : 'ref' };
 }
 

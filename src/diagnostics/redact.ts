@@ -34,11 +34,43 @@ export const REDACTED = 'REDACTED';
  * is single-use; add it if your callbacks carry one.
  */
 export const DEFAULT_SECRET_WORDS: readonly string[] = [
-  'token', 'tokens', 'accesstoken', 'refreshtoken', 'idtoken', 'authtoken', 'csrftoken', 'xsrftoken', 'jwt', 'bearer',
-  'secret', 'secrets', 'clientsecret', 'password', 'passwords', 'passwd', 'pwd', 'passphrase',
-  'key', 'apikey', 'accesskey', 'secretkey', 'privatekey', 'private',
-  'auth', 'authorization', 'credential', 'credentials', 'signature', 'sig',
-  'session', 'sessionid', 'sessid', 'sid', 'jsessionid', 'phpsessid', 'cookie',
+  'token',
+  'tokens',
+  'accesstoken',
+  'refreshtoken',
+  'idtoken',
+  'authtoken',
+  'csrftoken',
+  'xsrftoken',
+  'jwt',
+  'bearer',
+  'secret',
+  'secrets',
+  'clientsecret',
+  'password',
+  'passwords',
+  'passwd',
+  'pwd',
+  'passphrase',
+  'key',
+  'apikey',
+  'accesskey',
+  'secretkey',
+  'privatekey',
+  'private',
+  'auth',
+  'authorization',
+  'credential',
+  'credentials',
+  'signature',
+  'sig',
+  'session',
+  'sessionid',
+  'sessid',
+  'sid',
+  'jsessionid',
+  'phpsessid',
+  'cookie',
 ];
 const DEFAULT_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key'];
 const DEFAULT_MAX_VALUE_LENGTH = 16_384;
@@ -97,12 +129,17 @@ export class Redactor {
   readonly #verdicts = new Map<string, boolean>();
 
   constructor(options: RedactionOptions = {}) {
-    const words = (options.queryKeys ?? DEFAULT_SECRET_WORDS).map((word) => word.toLowerCase().replace(/[^a-z0-9]+/g, '')).filter((word) => word !== '');
+    const words = (options.queryKeys ?? DEFAULT_SECRET_WORDS)
+      .map((word) => word.toLowerCase().replace(/[^a-z0-9]+/g, ''))
+      .filter((word) => word !== '');
     this.#words = new Set(words);
     this.#longestWord = Math.max(0, ...words.map((word) => word.length));
     this.#headers = (options.headers ?? DEFAULT_HEADERS).map((h) => h.toLowerCase());
     const { maxValueLength = DEFAULT_MAX_VALUE_LENGTH } = options;
-    if (typeof maxValueLength !== 'number' || !(maxValueLength === Infinity || (Number.isInteger(maxValueLength) && maxValueLength >= 64))) {
+    if (
+      typeof maxValueLength !== 'number' ||
+      !(maxValueLength === Infinity || (Number.isInteger(maxValueLength) && maxValueLength >= 64))
+    ) {
       throw invalidOption('redact.maxValueLength', maxValueLength, 'an integer >= 64, or Infinity');
     }
     this.#maxValueLength = maxValueLength;
@@ -122,7 +159,9 @@ export class Redactor {
   }
 
   #namesSecret(key: string): boolean {
-    const decoded = key.includes('%') ? key.replace(PERCENT_ESCAPE, (_escape, hex: string) => String.fromCharCode(Number.parseInt(hex, 16))) : key;
+    const decoded = key.includes('%')
+      ? key.replace(PERCENT_ESCAPE, (_escape, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)))
+      : key;
     const segments = decoded.replace(KEY_HUMPS, ' ').toLowerCase().split(NOT_ALPHANUMERIC);
     // A segment, or adjacent segments written together (`api_key` for the word `apikey`); a run
     // stops at the longest word, so the cost stays linear in the key.
@@ -159,7 +198,10 @@ export class Redactor {
   /** The redacted value of an attribute, or `undefined` when it needs no change. */
   attribute(key: string, value: unknown): unknown {
     if (key.startsWith('http.request.header.') || key.startsWith('http.response.header.')) {
-      const header = key.slice(key.indexOf('.header.') + 8).toLowerCase().replace(/_/g, '-');
+      const header = key
+        .slice(key.indexOf('.header.') + 8)
+        .toLowerCase()
+        .replace(/_/g, '-');
       // Listed headers, and any header named like a secret (x-auth-token, x-goog-api-key, …).
       const secret = this.#headers.includes(header) || this.isSecretKey(header);
       return secret ? (Array.isArray(value) ? value.map(() => REDACTED) : REDACTED) : undefined;
@@ -205,7 +247,8 @@ export class Redactor {
       const at = head.lastIndexOf('@', authorityEnd - 1);
       if (at >= authorityStart) head = head.slice(0, authorityStart) + head.slice(at + 1);
     }
-    if (head.includes(';')) head = head.replace(PATH_PARAM, (param: string, name: string) => (this.isSecretKey(name) ? `;${name}=${REDACTED}` : param));
+    if (head.includes(';'))
+      head = head.replace(PATH_PARAM, (param: string, name: string) => (this.isSecretKey(name) ? `;${name}=${REDACTED}` : param));
     if (head.includes('eyJ')) head = head.replace(JWT, REDACTED);
     const query = queryAt === -1 ? '' : `?${this.#query(text.slice(queryAt + 1, hashAt === -1 ? text.length : hashAt))}`;
     // OAuth implicit flows put tokens in the fragment: #access_token=…
@@ -238,8 +281,10 @@ export class Redactor {
       const { url, authPrefix, authValue, credPrefix, credValue, jwt, key, sep, value } = groups;
       let replacement: string | undefined;
       if (url !== undefined) replacement = this.#url(url);
-      else if (authPrefix !== undefined && authValue !== undefined) replacement = authValue === REDACTED ? undefined : `${authPrefix}${REDACTED}`;
-      else if (credPrefix !== undefined && credValue !== undefined) replacement = credValue === REDACTED ? undefined : `${credPrefix}${REDACTED}`;
+      else if (authPrefix !== undefined && authValue !== undefined)
+        replacement = authValue === REDACTED ? undefined : `${authPrefix}${REDACTED}`;
+      else if (credPrefix !== undefined && credValue !== undefined)
+        replacement = credValue === REDACTED ? undefined : `${credPrefix}${REDACTED}`;
       else if (jwt !== undefined) replacement = REDACTED;
       else if (key !== undefined && sep !== undefined && value !== undefined) {
         if (this.isSecretKey(key) || /^identified\s+by$/i.test(key)) replacement = `${key}${sep}${quoted(value)}`;

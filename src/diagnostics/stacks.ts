@@ -102,5 +102,10 @@ export function frameLocation(frame: string): FrameLocation | undefined {
   const match = FRAME.exec(frame.trim());
   if (match === null) return undefined;
   const [, fn, file = '', line = '0', column = '0'] = match;
-  return { function: fn === undefined || fn === '' ? undefined : fn, file: file.startsWith('file://') ? fileURLToPath(file) : file, line: Number(line), column: Number(column) };
+  return {
+    function: fn === undefined || fn === '' ? undefined : fn,
+    file: file.startsWith('file://') ? fileURLToPath(file) : file,
+    line: Number(line),
+    column: Number(column),
+  };
 }

@@ -1,1 +1,10 @@
-export { LifelineError, MAX_TIMER_MS, errorText, invalidOption, numberOption, oneOf, type LifelineErrorCode, type NumberRule } from './lifeline-error.js';
+export {
+  LifelineError,
+  MAX_TIMER_MS,
+  errorText,
+  invalidOption,
+  numberOption,
+  oneOf,
+  type LifelineErrorCode,
+  type NumberRule,
+} from './lifeline-error.js';

@@ -50,7 +50,13 @@ export interface NumberRule {
 /** `value` if it is a number the rule allows, else an `ERR_INVALID_OPTION` error naming the option and the rule. */
 export function numberOption(option: string, value: unknown, rule: NumberRule): number {
   const { min, above = false, max = Number.MAX_VALUE, integer = false } = rule;
-  if (typeof value === 'number' && (above ? value > min : value >= min) && value <= max && (integer ? Number.isSafeInteger(value) : Number.isFinite(value))) return value;
+  if (
+    typeof value === 'number' &&
+    (above ? value > min : value >= min) &&
+    value <= max &&
+    (integer ? Number.isSafeInteger(value) : Number.isFinite(value))
+  )
+    return value;
   const what = integer ? 'an integer' : rule.unit === 'ms' ? 'a number of ms' : 'a number';
   const most = rule.max === undefined ? '' : ` and at most ${String(rule.max)}`;
   throw invalidOption(option, value, `${what} ${above ? '>' : '≥'} ${String(min)}${most}`);

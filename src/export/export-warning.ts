@@ -24,7 +24,10 @@ export class ExportWarningExporter implements SpanExporter {
         const fields = { destination: this.destination, err: result.error?.message ?? 'export failed', spans: spans.length };
         // Outside any span: the line is about lifeline, not about the request that happened to be active.
         context.with(ROOT_CONTEXT, () => {
-          this.logger.warn(fields, 'lifeline: spans cannot be exported and are dropped; is the collector running? (said once, until an export succeeds again)');
+          this.logger.warn(
+            fields,
+            'lifeline: spans cannot be exported and are dropped; is the collector running? (said once, until an export succeeds again)',
+          );
         });
       } else if (result.code === ExportResultCode.SUCCESS && this.#failing) {
         this.#failing = false;

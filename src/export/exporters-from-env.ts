@@ -17,12 +17,17 @@ export async function traceExportersFromEnv(env: NodeJS.ProcessEnv = process.env
     .filter((name) => name !== '');
   if (names.includes('none')) return [];
   const invalid = names.find((name) => name !== 'console' && name !== 'otlp');
-  if (invalid !== undefined) throw new LifelineError('ERR_INVALID_OPTION', `invalid OTEL_TRACES_EXPORTER=${JSON.stringify(env.OTEL_TRACES_EXPORTER)} (lifeline supports otlp, console and none)`);
+  if (invalid !== undefined)
+    throw new LifelineError(
+      'ERR_INVALID_OPTION',
+      `invalid OTEL_TRACES_EXPORTER=${JSON.stringify(env.OTEL_TRACES_EXPORTER)} (lifeline supports otlp, console and none)`,
+    );
   return Promise.all(names.map((name) => (name === 'console' ? Promise.resolve(new ConsoleSpanExporter()) : otlpExporter(env))));
 }
 
 async function otlpExporter(env: NodeJS.ProcessEnv): Promise<SpanExporter> {
-  const variable = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL === undefined ? 'OTEL_EXPORTER_OTLP_PROTOCOL' : 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL';
+  const variable =
+    env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL === undefined ? 'OTEL_EXPORTER_OTLP_PROTOCOL' : 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL';
   const protocol = (env[variable] ?? 'http/protobuf').trim();
   switch (protocol) {
     case 'http/protobuf':
@@ -32,7 +37,10 @@ async function otlpExporter(env: NodeJS.ProcessEnv): Promise<SpanExporter> {
     case 'grpc':
       return new (await import('@opentelemetry/exporter-trace-otlp-grpc')).OTLPTraceExporter();
     default:
-      throw new LifelineError('ERR_INVALID_OPTION', `invalid ${variable}=${JSON.stringify(protocol)} (expected http/protobuf, http/json or grpc)`);
+      throw new LifelineError(
+        'ERR_INVALID_OPTION',
+        `invalid ${variable}=${JSON.stringify(protocol)} (expected http/protobuf, http/json or grpc)`,
+      );
   }
 }
 
@@ -58,14 +66,20 @@ export function batchTuningFromEnv(env: NodeJS.ProcessEnv = process.env, logger:
   const read = (name: string, min: number, max: number): number | undefined => {
     const result = envInteger(env, name, min, max);
     if (!('invalid' in result)) return result.value;
-    logger.warn({ variable: name, value: result.invalid }, `lifeline: invalid ${name}=${JSON.stringify(result.invalid)} (expected ${result.expected}); using the default`);
+    logger.warn(
+      { variable: name, value: result.invalid },
+      `lifeline: invalid ${name}=${JSON.stringify(result.invalid)} (expected ${result.expected}); using the default`,
+    );
     return undefined;
   };
   const maxQueueSize = read('OTEL_BSP_MAX_QUEUE_SIZE', 1, Number.MAX_SAFE_INTEGER);
   const queue = maxQueueSize ?? DEFAULT_QUEUE_SIZE;
   let maxExportBatchSize = read('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 1, Number.MAX_SAFE_INTEGER);
   if (maxExportBatchSize !== undefined && maxExportBatchSize > queue) {
-    logger.warn({ variable: 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', value: String(maxExportBatchSize) }, `lifeline: OTEL_BSP_MAX_EXPORT_BATCH_SIZE=${String(maxExportBatchSize)} exceeds the queue size ${String(queue)}; using the default`);
+    logger.warn(
+      { variable: 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', value: String(maxExportBatchSize) },
+      `lifeline: OTEL_BSP_MAX_EXPORT_BATCH_SIZE=${String(maxExportBatchSize)} exceeds the queue size ${String(queue)}; using the default`,
+    );
     maxExportBatchSize = undefined;
   }
   // The default batch is capped by a smaller queue, as the SDK's processor itself would.

@@ -59,7 +59,10 @@ export class RetryingExporter implements SpanExporter {
   ) {
     this.#maxSpans = options.maxSpans ?? 2_048;
     this.#maxBytes = options.maxBytes ?? 16 * 2 ** 20;
-    for (const [name, value] of [['maxSpans', this.#maxSpans], ['maxBytes', this.#maxBytes]] as const) {
+    for (const [name, value] of [
+      ['maxSpans', this.#maxSpans],
+      ['maxBytes', this.#maxBytes],
+    ] as const) {
       numberOption(`exportBuffer.${name}`, value, { min: 1, integer: true });
     }
     this.#initialBackoffMs = options.initialBackoffMs ?? 500;
@@ -137,7 +140,14 @@ export class RetryingExporter implements SpanExporter {
     if (count === 0) return;
     this.#dropped += count;
     // Looked up at each drop (rare): the global meter provider may be set after this exporter is made.
-    metrics.getMeter('otel-lifeline').createCounter('lifeline.export.dropped', { unit: '{span}', description: 'Spans lifeline dropped before export: buffer full while the collector was unreachable, refused for good, or still kept at shutdown' }).add(count, { reason });
+    metrics
+      .getMeter('otel-lifeline')
+      .createCounter('lifeline.export.dropped', {
+        unit: '{span}',
+        description:
+          'Spans lifeline dropped before export: buffer full while the collector was unreachable, refused for good, or still kept at shutdown',
+      })
+      .add(count, { reason });
     const now = Date.now();
     if (now - this.#lastDropLog < DROP_LOG_INTERVAL_MS) return;
     this.#lastDropLog = now;

@@ -1,8 +1,24 @@
 import { context } from '@opentelemetry/api';
 import { isIP } from 'node:net';
-import { contextWithDeadline, DeadlineExceededError, deadlineOf, DeadlineScope, DeadlineTimer, epochOf, monotonicNow, shrinks } from '../deadline/index.js';
+import {
+  contextWithDeadline,
+  DeadlineExceededError,
+  deadlineOf,
+  DeadlineScope,
+  DeadlineTimer,
+  epochOf,
+  monotonicNow,
+  shrinks,
+} from '../deadline/index.js';
 import type { InboundDeadlines } from '../inbound/index.js';
-import { callDeadline, callerDeadline, DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
+import {
+  callDeadline,
+  callerDeadline,
+  DeadlinePolicy,
+  type CallDeadline,
+  type DeadlinePolicyOptions,
+  type RequestAttributes,
+} from '../policy/index.js';
 
 /** grpc-js's `Deadline`: a `Date`, or epoch ms (`Infinity` for none). */
 type GrpcDeadline = Date | number;
@@ -41,11 +57,17 @@ const DEADLINE_EXCEEDED = 4;
  * server sends its response metadata with its first message, so a stream has no head to wait for.
  * `target` is the channel's target (`host:port`, maybe with a `dns:` scheme), for policy rules.
  */
-export function grpcCallDeadline(policy: DeadlinePolicy, own: GrpcDeadline | undefined, method: GrpcMethod | undefined, target: () => string): CallDeadline | undefined {
+export function grpcCallDeadline(
+  policy: DeadlinePolicy,
+  own: GrpcDeadline | undefined,
+  method: GrpcMethod | undefined,
+  target: () => string,
+): CallDeadline | undefined {
   const deadline = callDeadline(policy, callerDeadline(context.active()), () => grpcAttributes(method?.path, target()));
   if (deadline === undefined) return undefined;
   const ownAt = toEpochMs(own);
-  if (deadline.untilHeaders) return ownAt === undefined && method?.requestStream !== true && method?.responseStream !== true ? deadline : undefined;
+  if (deadline.untilHeaders)
+    return ownAt === undefined && method?.requestStream !== true && method?.responseStream !== true ? deadline : undefined;
   // The caller's own deadline is a wall time: compared with ours as the clocks stand now.
   return ownAt !== undefined && ownAt <= epochOf(deadline.monotonicAt) ? undefined : deadline;
 }
@@ -93,7 +115,9 @@ function expireCall({ call, at }: { call: GrpcCall; at: number }): void {
  * await withTimeout(500, () => sayHello(client, { name })); // DEADLINE_EXCEEDED by 500 ms
  * ```
  */
-export function grpcDeadlineInterceptor(options: DeadlinePolicyOptions = {}): <T>(callOptions: GrpcCallOptions, nextCall: (callOptions: GrpcCallOptions) => T) => T {
+export function grpcDeadlineInterceptor(
+  options: DeadlinePolicyOptions = {},
+): <T>(callOptions: GrpcCallOptions, nextCall: (callOptions: GrpcCallOptions) => T) => T {
   const policy = new DeadlinePolicy(options);
   return (callOptions, nextCall) => {
     const deadline = grpcCallDeadline(policy, callOptions.deadline, callOptions.method_definition, () => '');
@@ -109,7 +133,12 @@ export function grpcDeadlineInterceptor(options: DeadlinePolicyOptions = {}): <T
  * header. `peer` is the call's `getPeer()`, read only when a deadline came. An untrusted caller's
  * deadline is ignored here; grpc-js still ends that caller's own call at it.
  */
-export function runWithInboundDeadline<T>(callDeadline: GrpcDeadline | undefined, inbound: InboundDeadlines, peer: () => string | undefined, handler: () => T): T {
+export function runWithInboundDeadline<T>(
+  callDeadline: GrpcDeadline | undefined,
+  inbound: InboundDeadlines,
+  peer: () => string | undefined,
+  handler: () => T,
+): T {
   const callerAt = toEpochMs(callDeadline);
   if (callerAt === undefined || !(inbound.trust.fixed ?? inbound.trust.trusts(peerAddress(peer)))) return handler();
   // grpc-js gives the caller's deadline as a wall time: turned back into a budget once, here.

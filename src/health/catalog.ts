@@ -1,6 +1,12 @@
 import { trace, type TracerProvider, type Tracer } from '@opentelemetry/api';
 import { ensureContextManager, monotonicNow } from '../deadline/index.js';
-import { Diagnostics, type DiagnosedComponent, type DiagnosticSnapshot, type DiagnosticsOptions, type HealthDiagnostics } from '../diagnostics/index.js';
+import {
+  Diagnostics,
+  type DiagnosedComponent,
+  type DiagnosticSnapshot,
+  type DiagnosticsOptions,
+  type HealthDiagnostics,
+} from '../diagnostics/index.js';
 import { invalidOption, LifelineError, MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
 import { defaultLogger, logSwallowed, type Logger } from '../log/index.js';
 import { SCOPE_NAME } from '../semconv/index.js';
@@ -251,7 +257,11 @@ export class Health {
 
   #diagnosticsFrom(given: DiagnosticsOptions | HealthDiagnostics | undefined): HealthDiagnostics {
     if (given !== undefined && 'onRound' in given) return given;
-    return new Diagnostics({ ...(this.#tracerProvider === undefined ? {} : { tracerProvider: this.#tracerProvider }), ...(this.#logger === undefined ? {} : { logger: this.#logger }), ...given });
+    return new Diagnostics({
+      ...(this.#tracerProvider === undefined ? {} : { tracerProvider: this.#tracerProvider }),
+      ...(this.#logger === undefined ? {} : { logger: this.#logger }),
+      ...given,
+    });
   }
 
   #hasUnhealthy(): boolean {
@@ -267,10 +277,12 @@ export class Health {
 
   #register(name: string, probe: ComponentProbe, once: boolean): ComponentHandle {
     if (typeof name !== 'string' || name.trim() === '') throw invalidOption('name', name, 'a non-empty string');
-    if (RESERVED.includes(name)) throw invalidOption('name', name, `a name other than the reserved ${RESERVED.map((r) => JSON.stringify(r)).join(' and ')}`);
+    if (RESERVED.includes(name))
+      throw invalidOption('name', name, `a name other than the reserved ${RESERVED.map((r) => JSON.stringify(r)).join(' and ')}`);
     if (typeof once !== 'boolean') throw invalidOption('once', once, 'a boolean');
     if (this.#closed) throw new LifelineError('ERR_CLOSED', `cannot register ${JSON.stringify(name)}: the catalog is closed`);
-    if (this.#components.has(name)) throw new LifelineError('ERR_DUPLICATE_COMPONENT', `component ${JSON.stringify(name)} is already registered`);
+    if (this.#components.has(name))
+      throw new LifelineError('ERR_DUPLICATE_COMPONENT', `component ${JSON.stringify(name)} is already registered`);
     ensureContextManager();
     const now = Date.now();
     const component = new ComponentHandle({

@@ -54,7 +54,8 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
     this.#tracer = init.tracer;
     this.#onDeregister = init.onDeregister;
     // A full buffer at registration: the component is unhealthy until it takes a tick and a round passes.
-    for (let i = 0; i < init.bufferSize; i++) this.#buffer.push({ issuedAt: init.registeredAt, deadline: init.firstDeadline, deadlineMonotonic: init.firstDeadlineMonotonic });
+    for (let i = 0; i < init.bufferSize; i++)
+      this.#buffer.push({ issuedAt: init.registeredAt, deadline: init.firstDeadline, deadlineMonotonic: init.firstDeadlineMonotonic });
   }
 
   /** @internal What diagnostics need: the name, probe and the trace of the last tick taken. */

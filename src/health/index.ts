@@ -1,3 +1,12 @@
-export { Health, PROBE_KINDS, type HealthOptions, type EventLoopStatus, type HealthStatus, SELF_COMPONENT, type ProbeKind, type RegisterOptions } from './catalog.js';
+export {
+  Health,
+  PROBE_KINDS,
+  type HealthOptions,
+  type EventLoopStatus,
+  type HealthStatus,
+  SELF_COMPONENT,
+  type ProbeKind,
+  type RegisterOptions,
+} from './catalog.js';
 export { ComponentHandle } from './component.js';
 export { Tick, type ComponentProbe } from './tick.js';

@@ -3,7 +3,17 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createRequire } from 'node:module';
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import { DeadlineExceededError, DeadlineTimer, markEndedByDeadline, monotonicNow, type DeadlineSource } from '../deadline/index.js';
-import { callDeadline, callerDeadline, deadlineHeader, DeadlinePolicy, headersBoundAt, type CallDeadline, type CallProgress, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
+import {
+  callDeadline,
+  callerDeadline,
+  deadlineHeader,
+  DeadlinePolicy,
+  headersBoundAt,
+  type CallDeadline,
+  type CallProgress,
+  type DeadlinePolicyOptions,
+  type RequestAttributes,
+} from '../policy/index.js';
 import { DEADLINE_HEADER } from '../propagation/index.js';
 
 /** Node publishes every outgoing node:http/https request here, synchronously, in the caller's context. */
@@ -219,7 +229,12 @@ function targetOf(request: ClientRequest): { host: string; path: string; protoco
   if (ABSOLUTE_FORM.test(request.path)) {
     try {
       const url = new URL(request.path);
-      return { host: url.hostname.replace(/^\[|\]$/g, ''), path: url.pathname + url.search, protocol: url.protocol, port: url.port === '' ? undefined : url.port };
+      return {
+        host: url.hostname.replace(/^\[|\]$/g, ''),
+        path: url.pathname + url.search,
+        protocol: url.protocol,
+        port: url.port === '' ? undefined : url.port,
+      };
     } catch {
       // not a URL after all: judge the request as it goes
     }

@@ -29,8 +29,10 @@ export class InboundDeadlines {
   /** @throws LifelineError `ERR_INVALID_OPTION` naming the option for a bad value. */
   constructor(options: InboundDeadlineOptions = {}) {
     const { trustInbound = 'private', minInboundMs = 0, maxInboundMs = 300_000 } = options;
-    if (typeof maxInboundMs !== 'number' || !(maxInboundMs > 0 && maxInboundMs <= MAX_BUDGET_MS)) throw invalidOption('maxInboundMs', maxInboundMs, `a number of ms > 0 (at most ${String(MAX_BUDGET_MS)})`);
-    if (typeof minInboundMs !== 'number' || !(minInboundMs >= 0 && minInboundMs <= maxInboundMs)) throw invalidOption('minInboundMs', minInboundMs, `a number of ms >= 0 and at most maxInboundMs (${String(maxInboundMs)})`);
+    if (typeof maxInboundMs !== 'number' || !(maxInboundMs > 0 && maxInboundMs <= MAX_BUDGET_MS))
+      throw invalidOption('maxInboundMs', maxInboundMs, `a number of ms > 0 (at most ${String(MAX_BUDGET_MS)})`);
+    if (typeof minInboundMs !== 'number' || !(minInboundMs >= 0 && minInboundMs <= maxInboundMs))
+      throw invalidOption('minInboundMs', minInboundMs, `a number of ms >= 0 and at most maxInboundMs (${String(maxInboundMs)})`);
     this.trust = new PeerTrust(trustInbound);
     this.#minMs = minInboundMs;
     this.#maxMs = maxInboundMs;

@@ -78,7 +78,8 @@ export class PeerTrust {
     } else if (Array.isArray(trust)) {
       (trust as unknown[]).forEach((entry, i) => {
         const range = typeof entry === 'string' ? parseRange(entry) : undefined;
-        if (range === undefined) throw invalidOption(`${option}[${String(i)}]`, entry, 'an IP address or CIDR range, e.g. 10.0.0.0/8 or fd00::/8');
+        if (range === undefined)
+          throw invalidOption(`${option}[${String(i)}]`, entry, 'an IP address or CIDR range, e.g. 10.0.0.0/8 or fd00::/8');
         this.#ranges.addSubnet(range.address, range.prefix, range.family);
       });
     } else if (this.fixed === undefined) {

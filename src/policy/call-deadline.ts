@@ -60,18 +60,39 @@ export function callerDeadline(ctx: Context): DeadlineScope | undefined {
  * ({@link headersBoundAt}). `attributes` is called
  * only when the policy has rules.
  */
-export function callDeadline(policy: DeadlinePolicy, current: DeadlineScope | undefined, attributes: () => RequestAttributes): CallDeadline | undefined {
+export function callDeadline(
+  policy: DeadlinePolicy,
+  current: DeadlineScope | undefined,
+  attributes: () => RequestAttributes,
+): CallDeadline | undefined {
   // A headers bound in the context is the one of a call being dispatched, never a deadline of calls below it.
   const context = current?.source === 'headers' ? undefined : current;
   const budget = policy.hasRules ? policy.ruleTimeout(attributes()) : undefined;
   if (budget !== undefined) {
     const monotonicAt = monotonicNow() + budget;
-    if (shrinks(context, monotonicAt)) return { at: Date.now() + budget, monotonicAt, source: 'policy', fromPolicy: true, untilHeaders: false };
+    if (shrinks(context, monotonicAt))
+      return { at: Date.now() + budget, monotonicAt, source: 'policy', fromPolicy: true, untilHeaders: false };
   }
-  if (context !== undefined) return { at: context.at, monotonicAt: context.monotonicAt, source: context.source, fromPolicy: false, untilHeaders: false };
-  if (policy.defaultTimeoutMs !== undefined) return { at: Date.now() + policy.defaultTimeoutMs, monotonicAt: monotonicNow() + policy.defaultTimeoutMs, source: 'policy', fromPolicy: true, untilHeaders: false };
+  if (context !== undefined)
+    return { at: context.at, monotonicAt: context.monotonicAt, source: context.source, fromPolicy: false, untilHeaders: false };
+  if (policy.defaultTimeoutMs !== undefined)
+    return {
+      at: Date.now() + policy.defaultTimeoutMs,
+      monotonicAt: monotonicNow() + policy.defaultTimeoutMs,
+      source: 'policy',
+      fromPolicy: true,
+      untilHeaders: false,
+    };
   const boundMs = policy.headersTimeoutMs;
-  if (boundMs !== undefined) return { at: Date.now() + boundMs, monotonicAt: monotonicNow() + boundMs, source: 'headers', fromPolicy: true, untilHeaders: true, boundMs };
+  if (boundMs !== undefined)
+    return {
+      at: Date.now() + boundMs,
+      monotonicAt: monotonicNow() + boundMs,
+      source: 'headers',
+      fromPolicy: true,
+      untilHeaders: true,
+      boundMs,
+    };
   return undefined;
 }
 

@@ -74,8 +74,10 @@ export class DeadlinePolicy {
     const given: unknown = policy; // checked as what callers may really pass, not as what the type says
     if (!Array.isArray(given)) throw invalidOption('policy', policy, 'an array of rules');
     policy.forEach(validateRule);
-    if (defaultTimeoutMs !== undefined && !isBudget(defaultTimeoutMs)) throw invalidOption('defaultTimeoutMs', defaultTimeoutMs, 'a number of ms > 0 (at most 1e15)');
-    if (headersTimeoutMs !== undefined && headersTimeoutMs !== 0 && !isBudget(headersTimeoutMs)) throw invalidOption('headersTimeoutMs', headersTimeoutMs, 'a number of ms >= 0 (at most 1e15; 0: no bound)');
+    if (defaultTimeoutMs !== undefined && !isBudget(defaultTimeoutMs))
+      throw invalidOption('defaultTimeoutMs', defaultTimeoutMs, 'a number of ms > 0 (at most 1e15)');
+    if (headersTimeoutMs !== undefined && headersTimeoutMs !== 0 && !isBudget(headersTimeoutMs))
+      throw invalidOption('headersTimeoutMs', headersTimeoutMs, 'a number of ms >= 0 (at most 1e15; 0: no bound)');
     this.headerHosts = new HeaderHosts(deadlineHeaderHosts);
     this.#rules = policy.map((rule) => ({
       match: Object.fromEntries(Object.entries<RuleValue>(rule.match).map(([key, value]) => [key, stateless(value)])),
@@ -124,10 +126,12 @@ function validateRule(rule: unknown, index: number): void {
   if (typeof rule !== 'object' || rule === null) throw invalidOption(at, rule, 'a rule { match, timeoutMs }');
   const { match, timeoutMs } = rule as { match?: unknown; timeoutMs?: unknown };
   if (!isBudget(timeoutMs)) throw invalidOption(`${at}.timeoutMs`, timeoutMs, 'a number of ms > 0 (at most 1e15)');
-  if (typeof match !== 'object' || match === null || Object.keys(match).length === 0) throw invalidOption(`${at}.match`, match, 'an object with at least one attribute');
+  if (typeof match !== 'object' || match === null || Object.keys(match).length === 0)
+    throw invalidOption(`${at}.match`, match, 'an object with at least one attribute');
   for (const [key, value] of Object.entries(match as Record<string, unknown>)) {
     if (!MATCHABLE.has(key)) throw invalidOption(`${at}.match key`, key, [...MATCHABLE].join(', '));
-    if (typeof value !== 'string' && typeof value !== 'number' && !(value instanceof RegExp)) throw invalidOption(`${at}.match['${key}']`, value, 'a string, number or RegExp');
+    if (typeof value !== 'string' && typeof value !== 'number' && !(value instanceof RegExp))
+      throw invalidOption(`${at}.match['${key}']`, value, 'a string, number or RegExp');
   }
 }
 

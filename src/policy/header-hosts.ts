@@ -43,7 +43,8 @@ export class HeaderHosts {
         }
         const host = typeof entry === 'string' ? normalized(entry) : '';
         if (host === 'internal') internal = true;
-        else if (!HOST_ENTRY.test(host)) throw invalidOption(`deadlineHeaderHosts[${String(i)}]`, entry, "a host name, a '.suffix', a RegExp or 'internal'");
+        else if (!HOST_ENTRY.test(host))
+          throw invalidOption(`deadlineHeaderHosts[${String(i)}]`, entry, "a host name, a '.suffix', a RegExp or 'internal'");
         else if (host.startsWith('.')) suffixes.push(host);
         else names.add(host);
       });

@@ -1,1 +1,8 @@
-export { EventLoopBlockedError, isLoopback, startProbeServer, type HealthView, type ProbeServer, type ProbeServerOptions } from './probe-server.js';
+export {
+  EventLoopBlockedError,
+  isLoopback,
+  startProbeServer,
+  type HealthView,
+  type ProbeServer,
+  type ProbeServerOptions,
+} from './probe-server.js';

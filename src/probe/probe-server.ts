@@ -200,7 +200,10 @@ function probeBodies(status: HealthStatus): { local: Buffer; remote: Buffer } {
     const body = Buffer.from(JSON.stringify(verdicts));
     return { local: body, remote: body };
   }
-  return { local: Buffer.from(JSON.stringify({ ...verdicts, eventLoop: status.eventLoop })), remote: Buffer.from(JSON.stringify({ ...verdicts, eventLoop: { blockedMs: status.eventLoop.blockedMs } })) };
+  return {
+    local: Buffer.from(JSON.stringify({ ...verdicts, eventLoop: status.eventLoop })),
+    remote: Buffer.from(JSON.stringify({ ...verdicts, eventLoop: { blockedMs: status.eventLoop.blockedMs } })),
+  };
 }
 
 /**
@@ -231,7 +234,9 @@ function answerDiagnostics(health: HealthView, req: IncomingMessage, res: Server
         send(req, res, 200, body);
       },
       (err: unknown) => {
-        send(req, res, err instanceof EventLoopBlockedError ? 503 : 500, { error: err instanceof EventLoopBlockedError ? err.message : 'diagnostics failed' });
+        send(req, res, err instanceof EventLoopBlockedError ? 503 : 500, {
+          error: err instanceof EventLoopBlockedError ? err.message : 'diagnostics failed',
+        });
       },
     )
     .catch(() => {
@@ -262,7 +267,10 @@ export function diagnosticsBody(snapshot: DiagnosticSnapshot, maxBytes = MAX_DIA
   let current: DiagnosticSnapshot = snapshot;
   const steps: [string, (s: DiagnosticSnapshot) => DiagnosticSnapshot][] = [
     ['stacks', (s) => ({ ...s, components: s.components.map((c) => ({ ...c, inFlight: c.inFlight.map(withoutStack) })) })],
-    ['inFlight', (s) => ({ ...s, components: s.components.map((c) => ({ ...c, inFlight: [], omitted: c.omitted + countNodes(c.inFlight) })) })],
+    [
+      'inFlight',
+      (s) => ({ ...s, components: s.components.map((c) => ({ ...c, inFlight: [], omitted: c.omitted + countNodes(c.inFlight) })) }),
+    ],
     ['handles', (s) => ({ ...s, process: { ...s.process, handles: [] } })],
   ];
   let body = Buffer.from(JSON.stringify(current));
@@ -458,7 +466,12 @@ function reading(socket: Socket, on: boolean): void {
 /** Malformed, oversized or too-slow requests get a bare status line and a closed socket: no detail. */
 function refuse(err: NodeJS.ErrnoException, socket: Socket): void {
   if (socket.writable && (socket as Socket & { _httpMessage?: unknown })._httpMessage === undefined) {
-    const status = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
+    const status =
+      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? '408 Request Timeout'
+        : err.code === 'HPE_HEADER_OVERFLOW'
+          ? '431 Request Header Fields Too Large'
+          : '400 Bad Request';
     socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
   }
   socket.destroySoon();
@@ -486,5 +499,3 @@ function urlHost(host: string): string {
   if (host === '::') return '[::1]';
   return host.includes(':') ? `[${host}]` : host;
 }
-
-

@@ -2,7 +2,14 @@ import { SpanKind, SpanStatusCode, type Context, type Span as ApiSpan } from '@o
 // Types only: the core entry depends on the API at run time, never on the SDK.
 import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
 import { deadlineOf, monotonicNow, type DeadlineSource } from '../deadline/index.js';
-import { ATTR_DEADLINE_AT, ATTR_DEADLINE_BUDGET_MS, ATTR_DEADLINE_EXCEEDED, ATTR_DEADLINE_MISSING, ATTR_DEADLINE_SOURCE, isoTime } from '../semconv/index.js';
+import {
+  ATTR_DEADLINE_AT,
+  ATTR_DEADLINE_BUDGET_MS,
+  ATTR_DEADLINE_EXCEEDED,
+  ATTR_DEADLINE_MISSING,
+  ATTR_DEADLINE_SOURCE,
+  isoTime,
+} from '../semconv/index.js';
 
 const ATTR_ERROR_TYPE = 'error.type';
 const DEADLINE_ERROR_CODE = 'ERR_DEADLINE_EXCEEDED';
@@ -52,7 +59,11 @@ export class DeadlineSpanProcessor implements SpanProcessor {
  * deadline after the span started (a policy rule on a node:http call), `missing` turns false; a
  * headers bound (`source` `headers`) leaves it true: the rest of the call has no deadline.
  */
-export function recordDeadline(span: ApiSpan, deadline: { readonly at: number; readonly monotonicAt: number; readonly source: DeadlineSource }, forClient = false): void {
+export function recordDeadline(
+  span: ApiSpan,
+  deadline: { readonly at: number; readonly monotonicAt: number; readonly source: DeadlineSource },
+  forClient = false,
+): void {
   span.setAttributes({
     [ATTR_DEADLINE_AT]: isoTime(deadline.at),
     [ATTR_DEADLINE_BUDGET_MS]: Math.max(0, Math.round(deadline.monotonicAt - monotonicNow())), // time left, on the clock that measures it

@@ -91,7 +91,12 @@ export class DeadlinePropagator implements TextMapPropagator {
   #warnUnrecorded(): void {
     if (this.#warned || recordingInboundPeers()) return;
     this.#warned = true;
-    process.emitWarning(`${DEADLINE_HEADER} ignored: the caller's address is unknown (call installInboundTrust(), or set trustInbound to 'all')`, { code: 'LIFELINE_INBOUND_PEER_UNKNOWN' });
+    process.emitWarning(
+      `${DEADLINE_HEADER} ignored: the caller's address is unknown (call installInboundTrust(), or set trustInbound to 'all')`,
+      {
+        code: 'LIFELINE_INBOUND_PEER_UNKNOWN',
+      },
+    );
   }
 
   fields(): string[] {

@@ -64,8 +64,14 @@ async function start(): Promise<void> {
     });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code !== undefined && ['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES', 'ENOTFOUND', 'EAI_AGAIN'].includes(code) && config.probe !== false) {
-      fail(`cannot start the probe server on LIFELINE_PROBE_HOST=${JSON.stringify(config.probe.host ?? '(default)')} LIFELINE_PROBE_PORT=${JSON.stringify(String(config.probe.port ?? 5555))} (${code})`);
+    if (
+      code !== undefined &&
+      ['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES', 'ENOTFOUND', 'EAI_AGAIN'].includes(code) &&
+      config.probe !== false
+    ) {
+      fail(
+        `cannot start the probe server on LIFELINE_PROBE_HOST=${JSON.stringify(config.probe.host ?? '(default)')} LIFELINE_PROBE_PORT=${JSON.stringify(String(config.probe.port ?? 5555))} (${code})`,
+      );
     }
     fail(errorText(err));
   }

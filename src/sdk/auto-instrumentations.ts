@@ -39,7 +39,11 @@ async function load(): Promise<AutoInstrumentationsPackage | undefined> {
 
 function broken(err: unknown): LifelineError {
   const why = errorText(err);
-  return new LifelineError('ERR_INVALID_OPTION', `${PACKAGE} is installed but cannot be loaded (${why}): repair the install, or turn it off (autoInstrumentations: false, LIFELINE_AUTO_INSTRUMENTATIONS=off)`, { cause: err });
+  return new LifelineError(
+    'ERR_INVALID_OPTION',
+    `${PACKAGE} is installed but cannot be loaded (${why}): repair the install, or turn it off (autoInstrumentations: false, LIFELINE_AUTO_INSTRUMENTATIONS=off)`,
+    { cause: err },
+  );
 }
 
 function notFound(err: unknown): boolean {
@@ -54,6 +58,10 @@ function notFound(err: unknown): boolean {
  */
 export async function autoInstrumentations(required: boolean): Promise<AutoInstrumentationsPackage | undefined> {
   const loaded = await load();
-  if (loaded === undefined && required) throw new LifelineError('ERR_INVALID_OPTION', `autoInstrumentations: true, but ${PACKAGE} is not installed where the app can import it (npm install ${PACKAGE})`);
+  if (loaded === undefined && required)
+    throw new LifelineError(
+      'ERR_INVALID_OPTION',
+      `autoInstrumentations: true, but ${PACKAGE} is not installed where the app can import it (npm install ${PACKAGE})`,
+    );
   return loaded;
 }

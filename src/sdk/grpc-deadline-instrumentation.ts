@@ -1,5 +1,11 @@
 import { SpanKind, trace } from '@opentelemetry/api';
-import { InstrumentationBase, InstrumentationNodeModuleDefinition, InstrumentationNodeModuleFile, isWrapped, type InstrumentationConfig } from '@opentelemetry/instrumentation';
+import {
+  InstrumentationBase,
+  InstrumentationNodeModuleDefinition,
+  InstrumentationNodeModuleFile,
+  isWrapped,
+  type InstrumentationConfig,
+} from '@opentelemetry/instrumentation';
 import { createRequire } from 'node:module';
 import { boundUntilMetadata, grpcCallDeadline, grpcDeadline, runWithInboundDeadline } from '../grpc/index.js';
 import { InboundDeadlines, type InboundDeadlineOptions } from '../inbound/index.js';
@@ -18,7 +24,13 @@ interface ServerCall {
 }
 type Handler = (this: unknown, call: ServerCall, callback?: unknown) => unknown;
 type AddService = (this: unknown, service: Record<string, { originalName?: string } | undefined>, implementation: unknown) => void;
-type GetInterceptingCall = (this: unknown, interceptorArgs: unknown, methodDefinition: { path?: string; requestStream?: boolean; responseStream?: boolean } | undefined, options: { deadline?: Date | number }, channel: { getTarget?: () => string }) => unknown;
+type GetInterceptingCall = (
+  this: unknown,
+  interceptorArgs: unknown,
+  methodDefinition: { path?: string; requestStream?: boolean; responseStream?: boolean } | undefined,
+  options: { deadline?: Date | number },
+  channel: { getTarget?: () => string },
+) => unknown;
 interface GrpcModule {
   Server: { prototype: { addService: AddService } };
 }
@@ -115,7 +127,12 @@ export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlin
       if (deadline === undefined) return original.call(this, interceptorArgs, methodDefinition, options, channel);
       if (deadline.fromPolicy) recordOnGrpcClientSpan(deadline);
       // The headers bound is no gRPC deadline: it must not reach the server as grpc-timeout.
-      if (deadline.untilHeaders) return boundUntilMetadata(original.call(this, interceptorArgs, methodDefinition, options, channel), deadline.at, deadline.monotonicAt);
+      if (deadline.untilHeaders)
+        return boundUntilMetadata(
+          original.call(this, interceptorArgs, methodDefinition, options, channel),
+          deadline.at,
+          deadline.monotonicAt,
+        );
       return original.call(this, interceptorArgs, methodDefinition, { ...options, deadline: grpcDeadline(deadline) }, channel);
     };
   }
@@ -141,7 +158,12 @@ export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlin
           // grpc-js binds handlers to the object it is given: the app's own object must stay `this`
           // (its #private fields, the state it writes).
           withDeadlines[key] = function (call: ServerCall, callback?: unknown): unknown {
-            return runWithInboundDeadline(call.getDeadline?.(), inbound, () => call.getPeer?.(), () => (handler as Handler).call(implementation, call, callback));
+            return runWithInboundDeadline(
+              call.getDeadline?.(),
+              inbound,
+              () => call.getPeer?.(),
+              () => (handler as Handler).call(implementation, call, callback),
+            );
           };
         }
       }
@@ -152,7 +174,8 @@ export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlin
 
 /** A policy deadline set after the gRPC client span started: record it there (not on a caller's span). */
 function recordOnGrpcClientSpan(deadline: CallDeadline): void {
-  const span = trace.getActiveSpan() as (ReturnType<typeof trace.getActiveSpan> & { kind?: SpanKind; attributes?: Record<string, unknown> }) | undefined;
+  const span = trace.getActiveSpan() as
+    (ReturnType<typeof trace.getActiveSpan> & { kind?: SpanKind; attributes?: Record<string, unknown> }) | undefined;
   if (span?.kind === SpanKind.CLIENT && span.attributes?.['rpc.system'] === 'grpc') recordDeadline(span, deadline, true);
 }
 

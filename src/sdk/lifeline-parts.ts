@@ -144,7 +144,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
   const unsupported = unsupportedNode();
   if (unsupported !== undefined) throw new LifelineError('ERR_UNSUPPORTED_NODE', unsupported);
   const { shutdownTimeoutMs } = options;
-  if (shutdownTimeoutMs !== undefined) numberOption('shutdownTimeoutMs', shutdownTimeoutMs, { min: 0, above: true, max: MAX_TIMER_MS, unit: 'ms' });
+  if (shutdownTimeoutMs !== undefined)
+    numberOption('shutdownTimeoutMs', shutdownTimeoutMs, { min: 0, above: true, max: MAX_TIMER_MS, unit: 'ms' });
   const health = options.health ?? processHealth;
   const { captureStacks, maxSpans, maxStackBytes, redact, ...verdicts } = options.diagnostics ?? {};
   const inFlight = new InFlightSpanProcessor({
@@ -188,12 +189,17 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         if (deadline !== undefined) recordDeadline(span, deadline, true);
         config.requestHook?.(span, request);
       },
-      ignoreIncomingRequestHook: (req) => (probePort !== undefined && req.socket.localPort === probePort) || (config.ignoreIncomingRequestHook?.(req) ?? false),
+      ignoreIncomingRequestHook: (req) =>
+        (probePort !== undefined && req.socket.localPort === probePort) || (config.ignoreIncomingRequestHook?.(req) ?? false),
     }),
     start: async () => {
       if (started) throw new LifelineError('ERR_ALREADY_STARTED', 'these lifeline parts are already started');
       // Two lifelines would fight over the global dispatcher, node:http and SIGTERM.
-      if (running) throw new LifelineError('ERR_ALREADY_STARTED', 'lifeline is already started in this process (once shut down, it can start again only with a catalog of its own)');
+      if (running)
+        throw new LifelineError(
+          'ERR_ALREADY_STARTED',
+          'lifeline is already started in this process (once shut down, it can start again only with a catalog of its own)',
+        );
       started = true;
       running = true;
       let dispatcher: InstalledDeadlineDispatcher | undefined;
@@ -221,7 +227,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
               onBlock: (block) => {
                 try {
                   // Past the catalog's own limit its healthcheck failed, and no round could record that verdict.
-                  if (block.blockedMs >= health.stallAfterMs) diagnostics.onEventLoopBlock(block, () => withSelfCheckFailed(health.diagnose()));
+                  if (block.blockedMs >= health.stallAfterMs)
+                    diagnostics.onEventLoopBlock(block, () => withSelfCheckFailed(health.diagnose()));
                 } finally {
                   onBlock?.(block);
                 }
@@ -229,7 +236,10 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
             });
           } catch (err) {
             if ((err as LifelineError).code !== 'ERR_WATCHDOG_UNAVAILABLE') throw err;
-            (options.logger ?? defaultLogger()).warn({ err: (err as Error).message }, 'lifeline: no watchdog thread; probes are served on the main thread');
+            (options.logger ?? defaultLogger()).warn(
+              { err: (err as Error).message },
+              'lifeline: no watchdog thread; probes are served on the main thread',
+            );
           }
         }
         // With a watchdog the probes are served from its thread: they answer while this loop is blocked.
@@ -381,14 +391,21 @@ function syncBuiltinViews(): void {
 
 type ProbeOptions = Omit<ProbeServerOptions, 'health'>;
 
-async function probeServer(options: NonNullable<Exclude<LifelinePartsOptions['probe'], false>>, serve: (options: ProbeOptions) => Promise<ProbeServer>, logger: Logger | undefined): Promise<ProbeServer | undefined> {
+async function probeServer(
+  options: NonNullable<Exclude<LifelinePartsOptions['probe'], false>>,
+  serve: (options: ProbeOptions) => Promise<ProbeServer>,
+  logger: Logger | undefined,
+): Promise<ProbeServer | undefined> {
   const { whenPortBusy = 'fail', ...rest } = options;
   oneOf('probe.whenPortBusy', whenPortBusy, ['fail', 'warn'] as const);
   try {
     return await serve(rest);
   } catch (err) {
     if (whenPortBusy === 'fail' || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-    (logger ?? defaultLogger()).warn({ port: rest.port ?? 5555 }, 'lifeline: the probe port is in use (another process of this service or its tooling?); running without a probe server');
+    (logger ?? defaultLogger()).warn(
+      { port: rest.port ?? 5555 },
+      'lifeline: the probe port is in use (another process of this service or its tooling?); running without a probe server',
+    );
     return undefined;
   }
 }

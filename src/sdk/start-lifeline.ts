@@ -7,7 +7,15 @@ import { LifelineError } from '../index.js';
 import { loggerOrDefault } from '../log/index.js';
 import { autoInstrumentations } from './auto-instrumentations.js';
 import { installEsmHook, instrumentedModules } from './esm-hook.js';
-import { batchProcessorFromEnv, batchTuningFromEnv, ExportWarningExporter, otlpDestination, RetryingExporter, traceExportersFromEnv, type RetryOptions } from '../export/index.js';
+import {
+  batchProcessorFromEnv,
+  batchTuningFromEnv,
+  ExportWarningExporter,
+  otlpDestination,
+  RetryingExporter,
+  traceExportersFromEnv,
+  type RetryOptions,
+} from '../export/index.js';
 import { assembleParts, lifelineRunning, type Lifeline, type LifelineParts, type LifelinePartsOptions } from './lifeline-parts.js';
 
 /** Options of {@link startLifeline}. */
@@ -65,7 +73,11 @@ export type { Lifeline } from './lifeline-parts.js';
 export async function startLifeline(options: LifelineOptions = {}): Promise<Lifeline> {
   // A second SDK would fight the first over the globals (and both would wait on the other's SIGTERM);
   // `starting` also refuses a second call made while the first still awaits its modules.
-  if (lifelineRunning() || starting) throw new LifelineError('ERR_ALREADY_STARTED', 'lifeline is already started in this process (once shut down, it can start again only with a catalog of its own)');
+  if (lifelineRunning() || starting)
+    throw new LifelineError(
+      'ERR_ALREADY_STARTED',
+      'lifeline is already started in this process (once shut down, it can start again only with a catalog of its own)',
+    );
   starting = true;
   try {
     return await start(options);
@@ -79,10 +91,20 @@ let starting = false;
 async function start(options: LifelineOptions): Promise<Lifeline> {
   // The SDK is made after the parts (it needs their processors), and stopped by their shutdown.
   const owned: { sdk?: { shutdown(): Promise<void> } } = {};
-  const watchdog = options.watchdog === false || options.serviceName === undefined ? options.watchdog : { serviceName: options.serviceName, ...options.watchdog };
-  const parts = assembleParts({ ...options, ...(watchdog === undefined ? {} : { watchdog }) }, () => owned.sdk?.shutdown() ?? Promise.resolve());
+  const watchdog =
+    options.watchdog === false || options.serviceName === undefined
+      ? options.watchdog
+      : { serviceName: options.serviceName, ...options.watchdog };
+  const parts = assembleParts(
+    { ...options, ...(watchdog === undefined ? {} : { watchdog }) },
+    () => owned.sdk?.shutdown() ?? Promise.resolve(),
+  );
   // Every module first, then every instrumentation at once: see lifelineParts' instrumentations.
-  const [{ NodeSDK }, makeInstrumentations, spanProcessors] = await Promise.all([import('@opentelemetry/sdk-node'), instrumentationsOf(options), exportingProcessors(options)]);
+  const [{ NodeSDK }, makeInstrumentations, spanProcessors] = await Promise.all([
+    import('@opentelemetry/sdk-node'),
+    instrumentationsOf(options),
+    exportingProcessors(options),
+  ]);
   const instrumentations = [...parts.instrumentations, ...makeInstrumentations(parts), ...(options.instrumentations ?? [])];
   const config: Partial<NodeSDKConfiguration> = {
     spanProcessors: [...parts.spanProcessors, ...spanProcessors],
@@ -113,7 +135,12 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
 async function instrumentationsOf(options: LifelineOptions): Promise<(parts: LifelineParts) => Instrumentation[]> {
   if (options.autoInstrumentations) {
     const auto = await autoInstrumentations(options.autoInstrumentations === true);
-    if (auto !== undefined) return (parts) => auto.getNodeAutoInstrumentations({ '@opentelemetry/instrumentation-http': parts.httpConfig(options.http), '@opentelemetry/instrumentation-undici': options.undici ?? {} });
+    if (auto !== undefined)
+      return (parts) =>
+        auto.getNodeAutoInstrumentations({
+          '@opentelemetry/instrumentation-http': parts.httpConfig(options.http),
+          '@opentelemetry/instrumentation-undici': options.undici ?? {},
+        });
   }
   const [{ GrpcInstrumentation }, { UndiciInstrumentation }, { PinoInstrumentation }] = await Promise.all([
     import('@opentelemetry/instrumentation-grpc'),

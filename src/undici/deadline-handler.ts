@@ -141,11 +141,23 @@ export abstract class DeadlineHandler {
       return this.#reported ? undefined : this.#inner.onRequestSent?.();
     },
     // Once the caller was told about the deadline, nothing undici reports later reaches it.
-    onRequestUpgrade(this: DeadlineHandler, controller: Controller, statusCode: number, headers: IncomingHttpHeaders, socket: Duplex): void {
+    onRequestUpgrade(
+      this: DeadlineHandler,
+      controller: Controller,
+      statusCode: number,
+      headers: IncomingHttpHeaders,
+      socket: Duplex,
+    ): void {
       this.#settle();
       if (!this.#reported) this.#inner.onRequestUpgrade?.(controller, statusCode, headers, socket);
     },
-    onResponseStart(this: DeadlineHandler, controller: Controller, statusCode: number, headers: IncomingHttpHeaders, statusMessage?: string): void {
+    onResponseStart(
+      this: DeadlineHandler,
+      controller: Controller,
+      statusCode: number,
+      headers: IncomingHttpHeaders,
+      statusMessage?: string,
+    ): void {
       if (this.#headersBound !== undefined) {
         this.#headersBound = undefined;
         this.#settle(); // the body, however long, is not bounded
@@ -202,7 +214,13 @@ export abstract class DeadlineHandler {
 }
 
 type ShapedHandler = DeadlineHandler & Handler;
-type ShapedClass = new (inner: Handler, at: number, source: DeadlineSource, headersBound: HeadersBound | undefined, monotonicAt: number | undefined) => ShapedHandler;
+type ShapedClass = new (
+  inner: Handler,
+  at: number,
+  source: DeadlineSource,
+  headersBound: HeadersBound | undefined,
+  monotonicAt: number | undefined,
+) => ShapedHandler;
 
 /** undici's own callbacks, each a bit of the shape key; any other `on*` function is found by a scan. */
 const KNOWN = [
@@ -229,7 +247,13 @@ const inheritedExtras = new WeakMap<object, readonly string[]>();
  * response head came first). The wrapper has exactly the callbacks the handler has, so undici sees
  * the same handler shape it would without lifeline.
  */
-export function wrapWithDeadline(handler: Handler, at: number, source: DeadlineSource, headersBound?: HeadersBound, monotonicAt?: number): ShapedHandler {
+export function wrapWithDeadline(
+  handler: Handler,
+  at: number,
+  source: DeadlineSource,
+  headersBound?: HeadersBound,
+  monotonicAt?: number,
+): ShapedHandler {
   let mask = 0;
   for (let i = 0; i < KNOWN.length; i++) {
     if (typeof (handler as Record<string, unknown>)[KNOWN[i] as string] === 'function') mask |= 1 << i;

@@ -3,7 +3,14 @@ import { subscribe } from 'node:diagnostics_channel';
 import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
 import { contextWithDeadline, DeadlineScope } from '../deadline/index.js';
-import { callDeadline, callerDeadline, deadlineHeader, DeadlinePolicy, type DeadlinePolicyOptions, type RequestAttributes } from '../policy/index.js';
+import {
+  callDeadline,
+  callerDeadline,
+  deadlineHeader,
+  DeadlinePolicy,
+  type DeadlinePolicyOptions,
+  type RequestAttributes,
+} from '../policy/index.js';
 import { undiciRejects, wrapWithDeadline, type DeadlineHandler, type QueuedAbortHook } from './deadline-handler.js';
 import { withDeadlineHeader } from './request-headers.js';
 
@@ -47,7 +54,13 @@ export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispat
       if (deadline.untilHeaders && opts.headersTimeout != null) return dispatch(opts, handler);
 
       const { at, source } = deadline;
-      const deadlineHandler = wrapWithDeadline(handler, at, source, deadline.untilHeaders ? { deadline, sentAtStart: sentInOneWrite(opts.body) } : undefined, deadline.monotonicAt);
+      const deadlineHandler = wrapWithDeadline(
+        handler,
+        at,
+        source,
+        deadline.untilHeaders ? { deadline, sentAtStart: sentInOneWrite(opts.body) } : undefined,
+        deadline.monotonicAt,
+      );
       const header = deadlineHeader(policy, deadline, () => hostOf(opts.origin));
       const dispatchOpts: DispatchOptions = kQueuedAbort === undefined && header === undefined ? opts : { ...opts };
       if (kQueuedAbort !== undefined) dispatchOpts[kQueuedAbort] = chainHooks(deadlineHandler.queuedAbortHook, opts[kQueuedAbort]);

@@ -88,7 +88,9 @@ function flatHeaders(headers: Dispatcher.DispatchOptions['headers']): string[] {
   if (headers === null || headers === undefined) return flat;
   if (Array.isArray(headers)) return [...headers];
   const entries: Iterable<[string, unknown]> =
-    typeof (headers as Partial<Iterable<unknown>>)[Symbol.iterator] === 'function' ? (headers as Iterable<[string, unknown]>) : Object.entries(headers);
+    typeof (headers as Partial<Iterable<unknown>>)[Symbol.iterator] === 'function'
+      ? (headers as Iterable<[string, unknown]>)
+      : Object.entries(headers);
   for (const [name, value] of entries) {
     if (value === undefined) continue;
     for (const v of Array.isArray(value) ? (value as unknown[]) : [value]) flat.push(name, String(v));

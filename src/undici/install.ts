@@ -58,7 +58,10 @@ export function installDeadlineDispatcher(options: DeadlineDispatcherOptions = {
   const interceptor = deadlineInterceptor(policy); // a bad policy throws before any global changes
   const slots = globalThis as unknown as Slots;
   const previous = { current: slots[SLOT], legacy: slots[LEGACY_SLOT] };
-  const replaceable = previous.current === undefined ? previous.legacy === undefined : typeof previous.current === 'object' && previous.current !== null && isStockAgent(previous.current);
+  const replaceable =
+    previous.current === undefined
+      ? previous.legacy === undefined
+      : typeof previous.current === 'object' && previous.current !== null && isStockAgent(previous.current);
   return given === undefined && replaceable ? installOnFirstDispatch(interceptor, previous) : installNow(given, interceptor);
 }
 
@@ -103,7 +106,10 @@ function installNow(given: Dispatcher | undefined, interceptor: Dispatcher.Dispa
  * from what the slots held. Loading lifeline's undici costs ~65–90 ms and ~25 MB, which a service
  * that makes no undici call never pays. Requests already in flight keep the dispatcher they had.
  */
-function installOnFirstDispatch(interceptor: Dispatcher.DispatcherComposeInterceptor, previous: { current: unknown; legacy: unknown }): InstalledDeadlineDispatcher {
+function installOnFirstDispatch(
+  interceptor: Dispatcher.DispatcherComposeInterceptor,
+  previous: { current: unknown; legacy: unknown },
+): InstalledDeadlineDispatcher {
   const slots = globalThis as unknown as Slots;
   let installed: InstalledDeadlineDispatcher | undefined;
   let removed = false;
@@ -124,19 +130,23 @@ function installOnFirstDispatch(interceptor: Dispatcher.DispatcherComposeInterce
       real();
       return slots[slot] as object;
     };
-    const dispatch = (opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean => (builtInSlot() as Dispatcher).dispatch(opts, handler);
-    const stand = new Proxy<object>({}, {
-      get(_target, property) {
-        if (property === 'dispatch') return dispatch;
-        // Nothing built yet means nothing to close.
-        if ((property === 'close' || property === 'destroy') && installed === undefined) return () => Promise.resolve();
-        const target = builtInSlot();
-        const value: unknown = Reflect.get(target, property);
-        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    const dispatch = (opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean =>
+      (builtInSlot() as Dispatcher).dispatch(opts, handler);
+    const stand = new Proxy<object>(
+      {},
+      {
+        get(_target, property) {
+          if (property === 'dispatch') return dispatch;
+          // Nothing built yet means nothing to close.
+          if ((property === 'close' || property === 'destroy') && installed === undefined) return () => Promise.resolve();
+          const target = builtInSlot();
+          const value: unknown = Reflect.get(target, property);
+          return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+        },
+        has: (_target, property) => property === 'dispatch' || Reflect.has(builtInSlot(), property),
+        getPrototypeOf: () => Object.getPrototypeOf(builtInSlot()) as object | null,
       },
-      has: (_target, property) => property === 'dispatch' || Reflect.has(builtInSlot(), property),
-      getPrototypeOf: () => Object.getPrototypeOf(builtInSlot()) as object | null,
-    });
+    );
     return stand as Dispatcher;
   };
   const current = standIn(SLOT);
@@ -178,12 +188,15 @@ function compose(base: Dispatcher, ...interceptors: Dispatcher.DispatcherCompose
 function isStockAgent(dispatcher: object | undefined): boolean {
   if (dispatcher?.constructor.name !== 'Agent') return false;
   // A composed Agent is a Proxy whose `dispatch` runs interceptors: configured, never replaced.
-  if ((dispatcher as { dispatch?: unknown }).dispatch !== (Object.getPrototypeOf(dispatcher) as { dispatch?: unknown } | null)?.dispatch) return false;
+  if ((dispatcher as { dispatch?: unknown }).dispatch !== (Object.getPrototypeOf(dispatcher) as { dispatch?: unknown } | null)?.dispatch)
+    return false;
   const options = internalField(dispatcher, 'options');
   const factory = internalField(dispatcher, 'factory');
   if (typeof factory !== 'function' || factory.name !== 'defaultFactory') return false;
   if (options === null || typeof options !== 'object') return false;
-  return Object.entries(options).every(([key, value]) => value === undefined || (key === 'maxOrigins' && (value === null || value === Infinity)));
+  return Object.entries(options).every(
+    ([key, value]) => value === undefined || (key === 'maxOrigins' && (value === null || value === Infinity)),
+  );
 }
 
 /** The value under the symbol-keyed field undici names `description`, if there is one. */

@@ -12,11 +12,13 @@ type Headers = NonNullable<Dispatcher.DispatchOptions['headers']>;
  */
 export function withDeadlineHeader(headers: Headers | null | undefined, value: string): Headers {
   if (headers === undefined || headers === null) return { [DEADLINE_HEADER]: value };
-  if (Array.isArray(headers)) return Array.isArray(headers[0]) ? withPair(headers as unknown as unknown[][], value) : withFlat(headers, value);
+  if (Array.isArray(headers))
+    return Array.isArray(headers[0]) ? withPair(headers as unknown as unknown[][], value) : withFlat(headers, value);
   if (typeof headers !== 'object') return headers;
   if (iterable(headers)) {
     const entries = [...(headers as Iterable<unknown>)];
-    if (!entries.every((entry) => Array.isArray(entry) && entry.length === 2)) return { [Symbol.iterator]: () => entries[Symbol.iterator]() } as unknown as Headers;
+    if (!entries.every((entry) => Array.isArray(entry) && entry.length === 2))
+      return { [Symbol.iterator]: () => entries[Symbol.iterator]() } as unknown as Headers;
     return withFlat(entries.flat(), value);
   }
   const copy: Record<string, unknown> = {};
@@ -49,5 +51,9 @@ function isDeadlineHeader(name: unknown): boolean {
 function iterable(headers: object): boolean {
   if (Object.hasOwn(headers, Symbol.iterator)) return true;
   const prototype: unknown = Object.getPrototypeOf(headers);
-  return prototype !== null && prototype !== Object.prototype && typeof (headers as { [Symbol.iterator]?: unknown })[Symbol.iterator] === 'function';
+  return (
+    prototype !== null &&
+    prototype !== Object.prototype &&
+    typeof (headers as { [Symbol.iterator]?: unknown })[Symbol.iterator] === 'function'
+  );
 }

@@ -26,7 +26,12 @@ export interface InspectorCallFrame {
 export function framesOf(callFrames: readonly InspectorCallFrame[], scripts: ReadonlyMap<string, string>): BlockedFrame[] {
   return callFrames.map((frame) => {
     const url = frame.url !== '' ? frame.url : (scripts.get(frame.location.scriptId) ?? '');
-    return { function: frame.functionName, file: url.startsWith('file://') ? fileURLToPath(url) : url, line: frame.location.lineNumber + 1, column: (frame.location.columnNumber ?? 0) + 1 };
+    return {
+      function: frame.functionName,
+      file: url.startsWith('file://') ? fileURLToPath(url) : url,
+      line: frame.location.lineNumber + 1,
+      column: (frame.location.columnNumber ?? 0) + 1,
+    };
   });
 }
 
@@ -42,7 +47,11 @@ export function describeFrame(frame: BlockedFrame): string {
 
 /** The stack as V8 prints one: a `    at fn (file:line:column)` line per frame. */
 export function stackText(frames: readonly BlockedFrame[]): string {
-  return frames.map((frame) => `    at ${nameOf(frame)} (${frame.file === '' ? '<unknown>' : frame.file}:${String(frame.line)}:${String(frame.column)})`).join('\n');
+  return frames
+    .map(
+      (frame) => `    at ${nameOf(frame)} (${frame.file === '' ? '<unknown>' : frame.file}:${String(frame.line)}:${String(frame.column)})`,
+    )
+    .join('\n');
 }
 
 function nameOf(frame: BlockedFrame): string {
@@ -78,7 +87,9 @@ export class SourceMapper {
       if (map === undefined) return frame;
       const entry = map.findEntry(frame.line - 1, frame.column - 1);
       if (!('originalSource' in entry)) return frame;
-      const source = entry.originalSource.startsWith('file://') ? fileURLToPath(entry.originalSource) : resolve(dirname(frame.file), entry.originalSource);
+      const source = entry.originalSource.startsWith('file://')
+        ? fileURLToPath(entry.originalSource)
+        : resolve(dirname(frame.file), entry.originalSource);
       return { function: frame.function, file: source, line: entry.originalLine + 1, column: entry.originalColumn + 1 };
     });
   }

@@ -101,7 +101,17 @@ async function detected(startedAt: number, blockedMs: number): Promise<Reported>
   if (block !== undefined && block.startedAt === startedAt) block.frames = firstCapture?.frames;
   const native = firstCapture === undefined && unread === undefined;
   const wait = native ? waitChannel() : undefined;
-  const detectionSpan = exportBlock({ startedAt, endedAt: Date.now(), blockedMs: Math.max(blockedMs, Date.now() - startedAt), ongoing: true, native, unread, capture: firstCapture, wait, link: undefined }).catch((err: unknown) => {
+  const detectionSpan = exportBlock({
+    startedAt,
+    endedAt: Date.now(),
+    blockedMs: Math.max(blockedMs, Date.now() - startedAt),
+    ongoing: true,
+    native,
+    unread,
+    capture: firstCapture,
+    wait,
+    link: undefined,
+  }).catch((err: unknown) => {
     log(`lifeline: the event loop is blocked, and exporting its span failed: ${String(err)}`);
     return undefined;
   });
@@ -112,7 +122,15 @@ function ended(current: Block, now: number): void {
   const blockedMs = now - current.since;
   const report = current.report;
   if (report === undefined) {
-    tell({ type: 'block', blockedMs, startedAt: current.startedAt, frames: [], native: false, reported: false, failedProbes: failsProbes(blockedMs) });
+    tell({
+      type: 'block',
+      blockedMs,
+      startedAt: current.startedAt,
+      frames: [],
+      native: false,
+      reported: false,
+      failedProbes: failsProbes(blockedMs),
+    });
     return;
   }
   void report
@@ -121,9 +139,29 @@ function ended(current: Block, now: number): void {
       const capture = first ?? (await Promise.race([landed, sleep(config.captureTimeoutMs).then(() => undefined)]));
       // The main thread's verdict links to the span exported at detection, when that export is done.
       const span = await Promise.race([detectionSpan, sleep(config.captureTimeoutMs).then(() => undefined)]);
-      tell({ type: 'block', blockedMs, startedAt: current.startedAt, frames: capture?.frames ?? [], native, reported: true, failedProbes: failsProbes(blockedMs), ...(wait === undefined ? {} : { wait }), ...(span === undefined ? {} : { span: { traceId: span.traceId, spanId: span.spanId } }) });
+      tell({
+        type: 'block',
+        blockedMs,
+        startedAt: current.startedAt,
+        frames: capture?.frames ?? [],
+        native,
+        reported: true,
+        failedProbes: failsProbes(blockedMs),
+        ...(wait === undefined ? {} : { wait }),
+        ...(span === undefined ? {} : { span: { traceId: span.traceId, spanId: span.spanId } }),
+      });
       try {
-        await exportBlock({ startedAt: current.startedAt, endedAt: current.startedAt + blockedMs, blockedMs, ongoing: false, native, unread, capture, wait, link: await detectionSpan });
+        await exportBlock({
+          startedAt: current.startedAt,
+          endedAt: current.startedAt + blockedMs,
+          blockedMs,
+          ongoing: false,
+          native,
+          unread,
+          capture,
+          wait,
+          link: await detectionSpan,
+        });
       } catch (err) {
         log(`lifeline: exporting the span of an event loop block failed: ${String(err)}`);
       }
@@ -182,7 +220,11 @@ async function serve(options: ServedProbeOptions): Promise<void> {
     const relay = (level: 'warn' | 'info' | 'debug') => (fields: object, msg: string) => {
       tell({ type: 'log', level, fields, msg });
     };
-    probes = await startProbeServer({ ...options, health: mirroredHealth, logger: { warn: relay('warn'), info: relay('info'), debug: relay('debug') } });
+    probes = await startProbeServer({
+      ...options,
+      health: mirroredHealth,
+      logger: { warn: relay('warn'), info: relay('info'), debug: relay('debug') },
+    });
     tell({ type: 'serving', port: probes.port, url: probes.url });
   } catch (err) {
     const error = err as NodeJS.ErrnoException;
@@ -235,7 +277,13 @@ function blockedStatus(published: HealthStatus, blockedMs: number, frames: reado
     eventLoop: {
       blockedMs: Math.round(blockedMs),
       ...(top === undefined ? {} : { blockedIn: describeFrame(top) }),
-      ...(frames === undefined ? {} : { frames: stackText(frames.slice(0, 5)).split('\n').map((line) => line.trim().slice(3)) }),
+      ...(frames === undefined
+        ? {}
+        : {
+            frames: stackText(frames.slice(0, 5))
+              .split('\n')
+              .map((line) => line.trim().slice(3)),
+          }),
     },
   };
 }
@@ -289,13 +337,20 @@ async function activeSpan(session: Session, callFrameId: string | undefined): Pr
   if (callFrameId === undefined) return undefined;
   try {
     const evaluated = await Promise.race([
-      session.post('Debugger.evaluateOnCallFrame', { callFrameId, expression: `globalThis[Symbol.for('otel-lifeline.watchdog')]?.activeSpan?.()`, returnByValue: true, silent: true }),
+      session.post('Debugger.evaluateOnCallFrame', {
+        callFrameId,
+        expression: `globalThis[Symbol.for('otel-lifeline.watchdog')]?.activeSpan?.()`,
+        returnByValue: true,
+        silent: true,
+      }),
       sleep(200).then(() => undefined),
     ]);
     const value: unknown = evaluated?.result.value;
     if (typeof value !== 'string') return undefined;
     const [traceId, spanId] = value.split('-');
-    return traceId !== undefined && spanId !== undefined && /^[0-9a-f]{32}$/.test(traceId) && /^[0-9a-f]{16}$/.test(spanId) ? { traceId, spanId } : undefined;
+    return traceId !== undefined && spanId !== undefined && /^[0-9a-f]{32}$/.test(traceId) && /^[0-9a-f]{16}$/.test(spanId)
+      ? { traceId, spanId }
+      : undefined;
   } catch {
     return undefined;
   }
@@ -338,9 +393,17 @@ async function exportBlock(report: BlockReport): Promise<Link['context'] | undef
   const frames = report.capture?.frames ?? [];
   const top = topUserFrame(frames);
   const seconds = (report.blockedMs / 1_000).toFixed(1);
-  const where = top !== undefined ? ` in ${describeFrame(top)}` : report.unread !== undefined ? ` (stack not read: ${report.unread})` : report.wait !== undefined ? ` outside JavaScript (${report.wait})` : '';
+  const where =
+    top !== undefined
+      ? ` in ${describeFrame(top)}`
+      : report.unread !== undefined
+        ? ` (stack not read: ${report.unread})`
+        : report.wait !== undefined
+          ? ` outside JavaScript (${report.wait})`
+          : '';
   const links: Link[] = [];
-  if (report.capture?.active !== undefined) links.push({ context: { ...report.capture.active, traceFlags: 1 }, attributes: { 'lifeline.link': 'active when blocked' } });
+  if (report.capture?.active !== undefined)
+    links.push({ context: { ...report.capture.active, traceFlags: 1 }, attributes: { 'lifeline.link': 'active when blocked' } });
   if (report.link !== undefined) links.push({ context: report.link, attributes: { 'lifeline.link': 'detected' } });
   const span = ready.tracer.startSpan(semconv.SPAN_EVENT_LOOP_BLOCKED, {
     root: true,
@@ -351,32 +414,62 @@ async function exportBlock(report: BlockReport): Promise<Link['context'] | undef
       [semconv.ATTR_EVENT_LOOP_ONGOING]: report.ongoing,
       [semconv.ATTR_EVENT_LOOP_NATIVE]: report.native,
       ...(report.wait === undefined ? {} : { [semconv.ATTR_EVENT_LOOP_WAIT]: report.wait }),
-      ...(top === undefined ? {} : { 'code.function.name': top.function === '' ? '<anonymous>' : top.function, 'code.file.path': top.file, 'code.line.number': top.line, 'code.column.number': top.column }),
+      ...(top === undefined
+        ? {}
+        : {
+            'code.function.name': top.function === '' ? '<anonymous>' : top.function,
+            'code.file.path': top.file,
+            'code.line.number': top.line,
+            'code.column.number': top.column,
+          }),
     },
   });
   if (frames.length > 0) span.addEvent(semconv.SPAN_EVENT_LOOP_BLOCKED, { 'code.stacktrace': ready.redact(stackText(frames)) });
-  span.setStatus({ code: SpanStatusCode.ERROR, message: ready.redact(`event loop ${report.ongoing ? 'blocked for' : 'was blocked for'} ${seconds} s${where}`) });
+  span.setStatus({
+    code: SpanStatusCode.ERROR,
+    message: ready.redact(`event loop ${report.ongoing ? 'blocked for' : 'was blocked for'} ${seconds} s${where}`),
+  });
   span.end(report.endedAt);
   await ready.flush();
   return span.spanContext();
 }
 
 async function makeTracer(): Promise<{ tracer: Tracer; flush: () => Promise<void>; redact: (text: string) => string } | undefined> {
-  const [{ SimpleSpanProcessor, TracerProvider }, { detectResources, envDetector, resourceFromAttributes }, exporting, { Redactor }, semconv] = await Promise.all([
+  const [
+    { SimpleSpanProcessor, TracerProvider },
+    { detectResources, envDetector, resourceFromAttributes },
+    exporting,
+    { Redactor },
+    semconv,
+  ] = await Promise.all([
     import('@opentelemetry/sdk-trace'),
     import('@opentelemetry/resources'),
     import('../export/index.js'),
     import('../diagnostics/index.js'),
     import('../semconv/index.js'),
   ]);
-  const logger = { warn: (_: object, msg: string) => { log(msg); }, info: () => undefined, debug: () => undefined };
+  const logger = {
+    warn: (_: object, msg: string) => {
+      log(msg);
+    },
+    info: () => undefined,
+    debug: () => undefined,
+  };
   const exporters = config.exportSpans ? await exporting.traceExportersFromEnv() : [];
   if (exporters.length === 0) return undefined;
   let resource = detectResources({ detectors: [envDetector] });
   if (config.serviceName !== undefined) resource = resource.merge(resourceFromAttributes({ 'service.name': config.serviceName }));
   const provider = new TracerProvider({
     resource,
-    spanProcessors: exporters.map((exporter) => new SimpleSpanProcessor({ exporter: new exporting.RetryingExporter(new exporting.ExportWarningExporter(exporter, logger, exporting.otlpDestination()), logger) })),
+    spanProcessors: exporters.map(
+      (exporter) =>
+        new SimpleSpanProcessor({
+          exporter: new exporting.RetryingExporter(
+            new exporting.ExportWarningExporter(exporter, logger, exporting.otlpDestination()),
+            logger,
+          ),
+        }),
+    ),
   });
   const redactor = new Redactor(config.redact);
   return { tracer: provider.getTracer(semconv.SCOPE_NAME), flush: () => provider.forceFlush(), redact: (text) => redactor.text(text) };

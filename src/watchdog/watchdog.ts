@@ -9,7 +9,16 @@ import { PROBE_KINDS, SELF_COMPONENT, type Health, type HealthStatus, type Probe
 import { loggerOrDefault, type Logger } from '../log/index.js';
 import { startProbeServer, type ProbeServer } from '../probe/index.js';
 import { describeFrame, topUserFrame, type BlockedFrame } from './frames.js';
-import { BEAT, HEARTBEAT_SLOTS, INSPECTOR_OPEN, type BlockMessage, type FromWatchdog, type ServedProbeOptions, type ToWatchdog, type WatchdogWorkerData } from './messages.js';
+import {
+  BEAT,
+  HEARTBEAT_SLOTS,
+  INSPECTOR_OPEN,
+  type BlockMessage,
+  type FromWatchdog,
+  type ServedProbeOptions,
+  type ToWatchdog,
+  type WatchdogWorkerData,
+} from './messages.js';
 
 /** Options of {@link startWatchdog}. */
 export interface WatchdogOptions {
@@ -72,7 +81,6 @@ export interface Watchdog {
   close(): Promise<void>;
 }
 
-
 const HOOK = Symbol.for('otel-lifeline.watchdog');
 
 /** The reply of a thread that is gone, to whoever awaits one. */
@@ -107,7 +115,8 @@ const inspectorUrl = ((): (() => string | undefined) => {
 export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   const { thresholdMs = 5_000, minReportIntervalMs = 60_000, exportSpans = true, serviceName, redact, onBlock } = options;
   numberOption('watchdog.thresholdMs', thresholdMs, { min: 10, max: MAX_TIMER_MS, unit: 'ms' });
-  if (minReportIntervalMs !== Number.POSITIVE_INFINITY) numberOption('watchdog.minReportIntervalMs', minReportIntervalMs, { min: 0, unit: 'ms' }); // Infinity: report one block only
+  if (minReportIntervalMs !== Number.POSITIVE_INFINITY)
+    numberOption('watchdog.minReportIntervalMs', minReportIntervalMs, { min: 0, unit: 'ms' }); // Infinity: report one block only
   const logger = loggerOrDefault(options.logger);
 
   // A beat every quarter threshold (at most 250 ms): a block is seen within 1¼ thresholds.
@@ -147,7 +156,10 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   // A bundle that left the thread's file behind, or lifeline's sources run as they are.
   if (!existsSync(fileURLToPath(script))) {
     clearInterval(beat);
-    throw new LifelineError('ERR_WATCHDOG_UNAVAILABLE', `the watchdog thread's script is missing (${fileURLToPath(script)}): keep otel-lifeline out of bundles`);
+    throw new LifelineError(
+      'ERR_WATCHDOG_UNAVAILABLE',
+      `the watchdog thread's script is missing (${fileURLToPath(script)}): keep otel-lifeline out of bundles`,
+    );
   }
   // Nor the preloads of NODE_OPTIONS (APM agents, test-runner hooks), which a worker reads from its env.
   const { NODE_OPTIONS: _preloads, ...env } = process.env;
@@ -173,7 +185,10 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     switch (message.type) {
       case 'block': {
         const block = toBlock(message);
-        logger.warn({ blockedMs: Math.round(block.blockedMs), startedAt: block.startedAt, top: block.blockedIn, exported: message.reported }, `lifeline: ${block.message}`);
+        logger.warn(
+          { blockedMs: Math.round(block.blockedMs), startedAt: block.startedAt, top: block.blockedIn, exported: message.reported },
+          `lifeline: ${block.message}`,
+        );
         try {
           onBlock?.(block);
         } catch (err) {
@@ -201,7 +216,10 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     // kubelet restarts a healthy pod. They are served from this thread again, as without a watchdog.
     if (closing === undefined) {
       clearInterval(beat);
-      logger.warn({ code }, `lifeline: the watchdog thread exited; blocked event loops are not reported${takeOver === undefined ? '' : ', and probes are served on the main thread'}`);
+      logger.warn(
+        { code },
+        `lifeline: the watchdog thread exited; blocked event loops are not reported${takeOver === undefined ? '' : ', and probes are served on the main thread'}`,
+      );
       takeOver?.();
     }
     for (const reply of replies) reply(THREAD_EXITED);
@@ -225,7 +243,11 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   function diagnose(id: number): void {
     try {
       const snapshot = served?.diagnose();
-      send(snapshot === undefined ? { type: 'diagnosis', id, error: 'no catalog' } : { type: 'diagnosis', id, snapshot: JSON.parse(JSON.stringify(snapshot)) as typeof snapshot });
+      send(
+        snapshot === undefined
+          ? { type: 'diagnosis', id, error: 'no catalog' }
+          : { type: 'diagnosis', id, snapshot: JSON.parse(JSON.stringify(snapshot)) as typeof snapshot },
+      );
     } catch (err) {
       send({ type: 'diagnosis', id, error: err instanceof Error ? err.message : 'diagnostics failed' });
     }
@@ -257,7 +279,8 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
       // A changed verdict reaches the thread at once: a heartbeat later, a probe would read the old one.
       stopPublishing = health.onVerdictChange(publish);
       /** The probes on this thread, as without a watchdog: the thread is gone (a crash, its heap limit). */
-      const onThisThread = (port: number | undefined): Promise<ProbeServer> => startProbeServer({ ...options, ...(port === undefined ? {} : { port }), health, logger });
+      const onThisThread = (port: number | undefined): Promise<ProbeServer> =>
+        startProbeServer({ ...options, ...(port === undefined ? {} : { port }), health, logger });
       if (gone) return (mainProbes = onThisThread(undefined));
       publish();
       const answer = awaitReply((message) => (message.type === 'serving' || message.type === 'serve-failed' ? message : undefined));
@@ -268,7 +291,9 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
         served = undefined;
         stopPublishing();
         published.clear();
-        throw reply.name === 'LifelineError' && reply.code !== undefined ? new LifelineError(reply.code as LifelineError['code'], reply.message) : Object.assign(new Error(reply.message), { code: reply.code });
+        throw reply.name === 'LifelineError' && reply.code !== undefined
+          ? new LifelineError(reply.code as LifelineError['code'], reply.message)
+          : Object.assign(new Error(reply.message), { code: reply.code });
       }
       const takeOverNow = (): void => {
         takeOver = undefined;

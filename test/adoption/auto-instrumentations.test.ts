@@ -19,7 +19,13 @@ beforeAll(async () => {
   service = await startService(
     dir,
     ['--import', 'otel-lifeline/register', 'src/server.js'],
-    serviceEnv({ OTEL_SERVICE_NAME: 'orders', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY: '50', LIFELINE_PROBE_PORT: '0' }),
+    serviceEnv({
+      OTEL_SERVICE_NAME: 'orders',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '50',
+      LIFELINE_PROBE_PORT: '0',
+    }),
   );
 });
 afterAll(async () => {

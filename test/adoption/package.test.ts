@@ -21,7 +21,10 @@ describe('the npm package (npm pack)', () => {
   beforeAll(async () => {
     const list = await run('tar', ['-tzf', inject('lifelineTarball')], { cwd: ROOT, env: serviceEnv(), timeoutMs: 30_000 });
     expect(list.code, describeRun('tar -tzf', list)).toBe(0);
-    files = list.stdout.split('\n').filter(Boolean).map((file) => file.replace(/^package\//, ''));
+    files = list.stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((file) => file.replace(/^package\//, ''));
   });
 
   it('holds dist, README and package.json (and LICENSE when the repository has one), nothing else', () => {
@@ -33,12 +36,13 @@ describe('the npm package (npm pack)', () => {
   });
 
   it('holds no tests, TypeScript sources, caches or local state', () => {
-    const unwanted = files.filter((file) =>
-      /(^|\/)(test|tests|__tests__|fixtures|\.cache|node_modules|\.git)\//.test(file) ||
-      /\.test\.[cm]?[jt]s$/.test(file) ||
-      (/\.[cm]?ts$/.test(file) && !/\.d\.[cm]?ts$/.test(file)) ||
-      /\.(tgz|log|tsbuildinfo)$/.test(file) ||
-      /(^|\/)\.env/.test(file),
+    const unwanted = files.filter(
+      (file) =>
+        /(^|\/)(test|tests|__tests__|fixtures|\.cache|node_modules|\.git)\//.test(file) ||
+        /\.test\.[cm]?[jt]s$/.test(file) ||
+        (/\.[cm]?ts$/.test(file) && !/\.d\.[cm]?ts$/.test(file)) ||
+        /\.(tgz|log|tsbuildinfo)$/.test(file) ||
+        /(^|\/)\.env/.test(file),
     );
     expect(unwanted).toEqual([]);
   });
@@ -69,7 +73,11 @@ describe('npm install <tarball> into an empty service', () => {
     service = await mkdtemp(join(tmpdir(), 'lifeline-adoption-empty-'));
     dir = service;
     await writeFile(join(service, 'package.json'), JSON.stringify({ name: 'empty-service', version: '1.0.0', private: true }, null, 2));
-    const install = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', inject('lifelineTarball')], { cwd: service, env: serviceEnv(), timeoutMs: 240_000 });
+    const install = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', inject('lifelineTarball')], {
+      cwd: service,
+      env: serviceEnv(),
+      timeoutMs: 240_000,
+    });
     expect(install.code, describeRun('npm install <tarball>', install)).toBe(0);
     console.log(`empty service: npm install <tarball> ${install.ms} ms`);
   });
@@ -93,20 +101,44 @@ describe('npm install <tarball> into an empty service', () => {
   });
 
   it('the library and its subpaths import from ESM and CommonJS', async () => {
-    const esm = await run(process.execPath, ['--input-type=module', '-e', `
+    const esm = await run(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `
       import { health, withTimeout, currentDeadline, installDeadlineDispatcher } from 'otel-lifeline';
       import * as sdk from 'otel-lifeline/sdk';
       const at = await withTimeout(1000, async () => currentDeadline());
-      console.log(typeof health.status, typeof installDeadlineDispatcher, typeof sdk.startLifeline, at !== undefined);`], { cwd: service, env: serviceEnv(), timeoutMs: 20_000 });
+      console.log(typeof health.status, typeof installDeadlineDispatcher, typeof sdk.startLifeline, at !== undefined);`,
+      ],
+      { cwd: service, env: serviceEnv(), timeoutMs: 20_000 },
+    );
     expect(esm.code, describeRun('ESM import', esm)).toBe(0);
     expect(esm.stdout.trim()).toBe('function function function true');
-    const cjs = await run(process.execPath, ['-e', `const lifeline = require('otel-lifeline'); console.log(typeof lifeline.withTimeout);`], { cwd: service, env: serviceEnv(), timeoutMs: 20_000 });
+    const cjs = await run(
+      process.execPath,
+      ['-e', `const lifeline = require('otel-lifeline'); console.log(typeof lifeline.withTimeout);`],
+      {
+        cwd: service,
+        env: serviceEnv(),
+        timeoutMs: 20_000,
+      },
+    );
     expect(cjs.code, describeRun('require(esm)', cjs)).toBe(0);
     expect(cjs.stdout.trim()).toBe('function');
   });
 
   it('the lifeline bin is installed: npx lifeline health against nothing listening exits 2 (unreachable)', async () => {
-    const result = await run('npx', ['--no-install', 'lifeline', 'health', '--url', `http://127.0.0.1:${await freePort()}`, '--timeout', '2s'], { cwd: service, env: serviceEnv(), timeoutMs: 30_000 });
+    const result = await run(
+      'npx',
+      ['--no-install', 'lifeline', 'health', '--url', `http://127.0.0.1:${await freePort()}`, '--timeout', '2s'],
+      {
+        cwd: service,
+        env: serviceEnv(),
+        timeoutMs: 30_000,
+      },
+    );
     expect(result.code, describeRun('npx lifeline health', result)).toBe(2);
   });
 });

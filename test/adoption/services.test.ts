@@ -12,8 +12,21 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
-  closeServer, describeRun, EVIDENCE_MODULE, freePort, installService, listen, readEvidence, removeDir, run, serviceEnv,
-  startCollector, startService, startSilentUpstream, stopChild, type RunResult,
+  closeServer,
+  describeRun,
+  EVIDENCE_MODULE,
+  freePort,
+  installService,
+  listen,
+  readEvidence,
+  removeDir,
+  run,
+  serviceEnv,
+  startCollector,
+  startService,
+  startSilentUpstream,
+  stopChild,
+  type RunResult,
 } from './support.js';
 
 interface Service {
@@ -27,10 +40,34 @@ interface Service {
 }
 
 const SERVICES: Service[] = [
-  { name: 'esm-express-fetch', runner: 'node --test (3 files, a process each)', entry: 'src/server.mjs', upstreamRoute: '/products/7', minTestProcesses: 3 },
-  { name: 'cjs-express-axios', runner: 'jest (3 files, 2 workers)', entry: 'src/server.js', upstreamRoute: '/profiles/ada', minTestProcesses: 3 },
-  { name: 'esm-tap', runner: 'tap (3 files, a process each)', entry: 'src/server.mjs', upstreamRoute: '/convert?from=EUR&to=USD', minTestProcesses: 4 },
-  { name: 'vitest-fastify-undici', runner: 'vitest (2 files, forks pool)', entry: 'src/server.js', upstreamRoute: '/search?q=deadlines', minTestProcesses: 2 },
+  {
+    name: 'esm-express-fetch',
+    runner: 'node --test (3 files, a process each)',
+    entry: 'src/server.mjs',
+    upstreamRoute: '/products/7',
+    minTestProcesses: 3,
+  },
+  {
+    name: 'cjs-express-axios',
+    runner: 'jest (3 files, 2 workers)',
+    entry: 'src/server.js',
+    upstreamRoute: '/profiles/ada',
+    minTestProcesses: 3,
+  },
+  {
+    name: 'esm-tap',
+    runner: 'tap (3 files, a process each)',
+    entry: 'src/server.mjs',
+    upstreamRoute: '/convert?from=EUR&to=USD',
+    minTestProcesses: 4,
+  },
+  {
+    name: 'vitest-fastify-undici',
+    runner: 'vitest (2 files, forks pool)',
+    entry: 'src/server.js',
+    upstreamRoute: '/search?q=deadlines',
+    minTestProcesses: 2,
+  },
 ];
 
 /** Generous on purpose: this guards against lifeline breaking or crippling suites, it is no benchmark. */
@@ -60,13 +97,18 @@ describe.each(SERVICES)('$name ($runner)', (service) => {
     serviceDir = installed;
     figures.push(`${service.name}: npm install ${install.ms} ms`);
     // Installed outside the repository: lifeline resolves from the service's own node_modules.
-    const resolved = await run(process.execPath, ['-p', "require.resolve('otel-lifeline/package.json')"], { cwd: installed, env: serviceEnv(), timeoutMs: 10_000 });
+    const resolved = await run(process.execPath, ['-p', "require.resolve('otel-lifeline/package.json')"], {
+      cwd: installed,
+      env: serviceEnv(),
+      timeoutMs: 10_000,
+    });
     expect(resolved.stdout.trim()).toBe(join(installed, 'node_modules/otel-lifeline/package.json'));
   });
   afterAll(() => removeDir(dir));
 
   it('its own test suite passes plainly and under NODE_OPTIONS="--import otel-lifeline/register", in every process, not much slower', async () => {
-    const npmTest = (extra: NodeJS.ProcessEnv = {}): Promise<RunResult> => run('npm', ['test'], { cwd: serviceDir, env: serviceEnv(extra), timeoutMs: SUITE_TIMEOUT_MS });
+    const npmTest = (extra: NodeJS.ProcessEnv = {}): Promise<RunResult> =>
+      run('npm', ['test'], { cwd: serviceDir, env: serviceEnv(extra), timeoutMs: SUITE_TIMEOUT_MS });
 
     const plainFirst = await npmTest(); // also warms the runner's caches (jest's transforms, tap's build)
     expect(plainFirst.code, describeRun('plain npm test', plainFirst)).toBe(0);
@@ -93,7 +135,9 @@ describe.each(SERVICES)('$name ($runner)', (service) => {
 
     // Register mode really ran in the suite's processes (it skips npm's own process by design).
     const evidence = (await readEvidence(evidenceFile)).filter(({ argv }) => !/npm-cli\.js$|\/npm$/.test(argv[0] ?? ''));
-    expect(evidence.length, `processes that loaded register mode: ${JSON.stringify(evidence)}`).toBeGreaterThanOrEqual(service.minTestProcesses);
+    expect(evidence.length, `processes that loaded register mode: ${JSON.stringify(evidence)}`).toBeGreaterThanOrEqual(
+      service.minTestProcesses,
+    );
     for (const proc of evidence) {
       expect(proc.tracerProvider, JSON.stringify(proc)).not.toBe('NoopTracerProvider');
       expect(proc.propagationFields, JSON.stringify(proc)).toContain('x-request-timeout-ms');
@@ -101,30 +145,40 @@ describe.each(SERVICES)('$name ($runner)', (service) => {
 
     const plainMs = Math.min(plainFirst.ms, plainSecond.ms);
     const probeLines = (lifeline.stdout + lifeline.stderr).split('\n').filter((line) => /probe/i.test(line)).length;
-    figures.push(`${service.name}: npm test plain ${plainFirst.ms} / ${plainSecond.ms} ms, register mode ${lifeline.ms} ms (${evidence.length} processes under lifeline, ${probeLines} probe-port lines in the output)`);
+    figures.push(
+      `${service.name}: npm test plain ${plainFirst.ms} / ${plainSecond.ms} ms, register mode ${lifeline.ms} ms (${evidence.length} processes under lifeline, ${probeLines} probe-port lines in the output)`,
+    );
     console.log(figures.at(-1));
-    expect(lifeline.ms, `register mode ${lifeline.ms} ms vs plain ${plainMs} ms`).toBeLessThan(MAX_SLOWDOWN.factor * plainMs + MAX_SLOWDOWN.plusMs);
+    expect(lifeline.ms, `register mode ${lifeline.ms} ms vs plain ${plainMs} ms`).toBeLessThan(
+      MAX_SLOWDOWN.factor * plainMs + MAX_SLOWDOWN.plusMs,
+    );
   });
 
   it(`started with register mode: /live answers on the probe port and a call to a silent upstream ends by LIFELINE_DEFAULT_TIMEOUT_MS`, async () => {
     const upstream = await startSilentUpstream();
     const collector = await startCollector();
     const probePort = await freePort();
-    const started = await startService(serviceDir, ['--import', 'otel-lifeline/register', service.entry], serviceEnv({
-      PORT: '0',
-      UPSTREAM_URL: upstream.url,
-      LIFELINE_PROBE_PORT: String(probePort),
-      LIFELINE_DEFAULT_TIMEOUT_MS: String(DEFAULT_TIMEOUT_MS),
-      OTEL_SERVICE_NAME: service.name,
-      OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint,
-    }));
+    const started = await startService(
+      serviceDir,
+      ['--import', 'otel-lifeline/register', service.entry],
+      serviceEnv({
+        PORT: '0',
+        UPSTREAM_URL: upstream.url,
+        LIFELINE_PROBE_PORT: String(probePort),
+        LIFELINE_DEFAULT_TIMEOUT_MS: String(DEFAULT_TIMEOUT_MS),
+        OTEL_SERVICE_NAME: service.name,
+        OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint,
+      }),
+    );
     try {
       const live = await httpGet(`http://127.0.0.1:${probePort}/live`);
       expect(live.status, live.body).toBe(200);
       expect(JSON.parse(live.body)).toMatchObject({ status: 'pass' });
 
       const call = await httpGet(`http://127.0.0.1:${started.port}${service.upstreamRoute}`, 15_000);
-      figures.push(`${service.name}: call to a silent upstream under LIFELINE_DEFAULT_TIMEOUT_MS=${DEFAULT_TIMEOUT_MS} answered ${call.status} after ${call.ms} ms`);
+      figures.push(
+        `${service.name}: call to a silent upstream under LIFELINE_DEFAULT_TIMEOUT_MS=${DEFAULT_TIMEOUT_MS} answered ${call.status} after ${call.ms} ms`,
+      );
       expect(call.status, call.body).toBe(503); // the service's own answer to a failed upstream call
       expect(call.ms).toBeGreaterThanOrEqual(DEFAULT_TIMEOUT_MS - 50);
       expect(call.ms).toBeLessThan(DEFAULT_TIMEOUT_MS + 3_000);
@@ -137,12 +191,14 @@ describe.each(SERVICES)('$name ($runner)', (service) => {
     }
   });
 
-  it('contrast: started plainly, the same call is still waiting well after that deadline (the bound above is lifeline\'s)', async () => {
+  it("contrast: started plainly, the same call is still waiting well after that deadline (the bound above is lifeline's)", async () => {
     const upstream = await startSilentUpstream();
     const started = await startService(serviceDir, [service.entry], serviceEnv({ PORT: '0', UPSTREAM_URL: upstream.url }));
     try {
       const waitMs = DEFAULT_TIMEOUT_MS + 1_500;
-      await expect(httpGet(`http://127.0.0.1:${started.port}${service.upstreamRoute}`, waitMs)).rejects.toMatchObject({ name: 'TimeoutError' });
+      await expect(httpGet(`http://127.0.0.1:${started.port}${service.upstreamRoute}`, waitMs)).rejects.toMatchObject({
+        name: 'TimeoutError',
+      });
       expect(upstream.connections()).toBeGreaterThanOrEqual(1);
     } finally {
       await stopChild(started.child, 'SIGKILL');
@@ -152,22 +208,32 @@ describe.each(SERVICES)('$name ($runner)', (service) => {
 
   it('a busy default probe port (5555) does not stop the service: one line, then it serves', async () => {
     const blocker = createServer();
-    const blocked = await listen(blocker, 5555).then(() => true, (err: unknown) => {
-      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
-      return false; // something else holds it: busy all the same
-    });
+    const blocked = await listen(blocker, 5555).then(
+      () => true,
+      (err: unknown) => {
+        if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+        return false; // something else holds it: busy all the same
+      },
+    );
     const upstream = await startSilentUpstream();
     try {
-      const started = await startService(serviceDir, ['--import', 'otel-lifeline/register', service.entry], serviceEnv({
-        PORT: '0',
-        UPSTREAM_URL: upstream.url,
-        OTEL_TRACES_EXPORTER: 'none',
-      }));
+      const started = await startService(
+        serviceDir,
+        ['--import', 'otel-lifeline/register', service.entry],
+        serviceEnv({
+          PORT: '0',
+          UPSTREAM_URL: upstream.url,
+          OTEL_TRACES_EXPORTER: 'none',
+        }),
+      );
       try {
         const health = await httpGet(`http://127.0.0.1:${started.port}/healthz`);
         expect(health.status).toBe(200);
         expect(started.child.exitCode, started.output()).toBeNull();
-        const lines = started.output().split('\n').filter((line) => /probe/i.test(line));
+        const lines = started
+          .output()
+          .split('\n')
+          .filter((line) => /probe/i.test(line));
         expect(lines, started.output()).toHaveLength(1);
         expect(lines[0]).toContain('5555');
       } finally {

@@ -40,7 +40,11 @@ export interface RunResult {
 }
 
 /** Runs a command to its end (its whole process group is killed after `timeoutMs`). */
-export function run(command: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number }): Promise<RunResult> {
+export function run(
+  command: string,
+  args: string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number },
+): Promise<RunResult> {
   const started = performance.now();
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
@@ -74,7 +78,11 @@ export function describeRun(what: string, result: RunResult): string {
 export async function installService(name: string, tarball: string): Promise<{ dir: string; install: RunResult }> {
   const dir = await mkdtemp(join(tmpdir(), `lifeline-adoption-${name}-`));
   await cp(join(SERVICES_DIR, name), dir, { recursive: true });
-  const install = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], { cwd: dir, env: serviceEnv(), timeoutMs: 240_000 });
+  const install = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], {
+    cwd: dir,
+    env: serviceEnv(),
+    timeoutMs: 240_000,
+  });
   if (install.code !== 0) throw new Error(describeRun(`npm install in ${dir}`, install));
   return { dir, install };
 }
@@ -111,7 +119,10 @@ export interface Evidence {
 
 export async function readEvidence(file: string): Promise<Evidence[]> {
   const text = await readFile(file, 'utf8').catch(() => '');
-  return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as Evidence);
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as Evidence);
 }
 
 /** A stand-in OTLP/HTTP collector on loopback: answers every export with an empty success, counts them. */
@@ -138,7 +149,10 @@ export async function startSilentUpstream(): Promise<{ url: string; connections:
   const server = createNetServer((socket) => {
     connections++;
     sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket)).on('error', () => undefined).resume();
+    socket
+      .on('close', () => sockets.delete(socket))
+      .on('error', () => undefined)
+      .resume();
   });
   const port = await listen(server);
   return {
@@ -164,7 +178,11 @@ export function listen(server: HttpServer | NetServer, port = 0): Promise<number
 }
 
 export function closeServer(server: HttpServer | NetServer): Promise<void> {
-  return new Promise((resolve) => server.close(() => { resolve(); }));
+  return new Promise((resolve) =>
+    server.close(() => {
+      resolve();
+    }),
+  );
 }
 
 export interface StartedService {
@@ -187,8 +205,12 @@ export function startService(dir: string, nodeArgs: string[], env: NodeJS.Proces
       child.kill('SIGKILL');
       reject(new Error(`${why}; output:\n${output}`));
     };
-    const timer = setTimeout(() => { fail(`no listening line within ${timeoutMs} ms`); }, timeoutMs);
-    child.once('exit', (code, signal) => { fail(`the service exited (${String(code ?? signal)}) before listening`); });
+    const timer = setTimeout(() => {
+      fail(`no listening line within ${timeoutMs} ms`);
+    }, timeoutMs);
+    child.once('exit', (code, signal) => {
+      fail(`the service exited (${String(code ?? signal)}) before listening`);
+    });
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
       output += chunk;
       const match = /"msg":"listening","port":(\d+)/.exec(output);

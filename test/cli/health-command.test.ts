@@ -12,8 +12,17 @@ afterEach(async () => {
 
 async function probeServer() {
   const health = new Health();
-  const server = await startProbeServer({ health, port: 0, logger: { warn: () => undefined, info: () => undefined, debug: () => undefined } });
-  cleanup.push(() => { health.close(); }, () => server.close());
+  const server = await startProbeServer({
+    health,
+    port: 0,
+    logger: { warn: () => undefined, info: () => undefined, debug: () => undefined },
+  });
+  cleanup.push(
+    () => {
+      health.close();
+    },
+    () => server.close(),
+  );
   return { health, server };
 }
 

@@ -4,8 +4,21 @@ import { readEnvConfig } from '../../src/config/index.js';
 import { DeadlinePolicy } from '../../src/policy/index.js';
 import { Diagnostics, Health, InFlightSpanProcessor, LifelineError, withDeadline, withTimeout } from '../../src/index.js';
 
-const VARIABLES = ['LIFELINE_PROBE_PORT', 'LIFELINE_PROBE_HOST', 'LIFELINE_HEALTH_INTERVAL_MS', 'LIFELINE_DEFAULT_TIMEOUT_MS', 'LIFELINE_DIAGNOSTICS_LOG', 'LIFELINE_LOG_LEVEL'];
-const value = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.integer().map(String), fc.double().map(String), fc.constantFrom('', ' 0 ', '1e3', '0x10', '-1', '65536', 'info', 'debug'));
+const VARIABLES = [
+  'LIFELINE_PROBE_PORT',
+  'LIFELINE_PROBE_HOST',
+  'LIFELINE_HEALTH_INTERVAL_MS',
+  'LIFELINE_DEFAULT_TIMEOUT_MS',
+  'LIFELINE_DIAGNOSTICS_LOG',
+  'LIFELINE_LOG_LEVEL',
+];
+const value = fc.oneof(
+  fc.string(),
+  fc.string({ unit: 'binary' }),
+  fc.integer().map(String),
+  fc.double().map(String),
+  fc.constantFrom('', ' 0 ', '1e3', '0x10', '-1', '65536', 'info', 'debug'),
+);
 
 /** Calls `fn`; it must either succeed or throw a LifelineError ERR_INVALID_OPTION whose message names `name`. */
 function acceptsOrNames(fn: () => unknown, name: string | RegExp): void {
@@ -31,9 +44,14 @@ describe('bad input: env and options (every rejection is a clear LifelineError, 
   it('constructors and scopes: 2,000 random options', () => {
     fc.assert(
       fc.property(fc.anything(), fc.anything(), (a, b) => {
-        acceptsOrNames(() => { new Health({ interval: a as number, buffer: b as number }).close(); }, /invalid (interval|buffer)/);
+        acceptsOrNames(() => {
+          new Health({ interval: a as number, buffer: b as number }).close();
+        }, /invalid (interval|buffer)/);
         acceptsOrNames(() => new DeadlinePolicy({ policy: a as [], defaultTimeoutMs: b as number }), /invalid (policy|defaultTimeoutMs)/);
-        acceptsOrNames(() => new InFlightSpanProcessor({ maxSpans: a as number, captureStacks: b as 'off' }), /invalid (maxSpans|captureStacks)/);
+        acceptsOrNames(
+          () => new InFlightSpanProcessor({ maxSpans: a as number, captureStacks: b as 'off' }),
+          /invalid (maxSpans|captureStacks)/,
+        );
         acceptsOrNames(() => new InFlightSpanProcessor({ maxStackBytes: a as number }), /invalid maxStackBytes/);
         acceptsOrNames(() => new Diagnostics({ minIntervalMs: a as number, maxBytes: b as number }), /invalid diagnostics\./);
         acceptsOrNames(() => withTimeout(a as number, () => 0), /invalid timeout/);

@@ -4,7 +4,15 @@ import { LifelineError } from '../../src/index.js';
 
 describe('readEnvConfig (README: Configuration)', () => {
   it('defaults when nothing is set', () => {
-    expect(readEnvConfig({})).toEqual({ probe: {}, esmHook: true, autoInstrumentations: true, headersTimeoutMs: 60_000, exportBuffer: {}, probeLimits: {}, watchdog: {} });
+    expect(readEnvConfig({})).toEqual({
+      probe: {},
+      esmHook: true,
+      autoInstrumentations: true,
+      headersTimeoutMs: 60_000,
+      exportBuffer: {},
+      probeLimits: {},
+      watchdog: {},
+    });
   });
 
   it('reads every variable', () => {

@@ -20,11 +20,14 @@ describe('LIFELINE_INBOUND_DEADLINES and LIFELINE_MIN_INBOUND_MS', () => {
     expect(() => new DeadlinePropagator(inboundDeadlines === undefined ? {} : { trustInbound: inboundDeadlines })).not.toThrow();
   });
 
-  it.each(['10.0.0.0/33', '10.0.0.0/8,', 'private,10.0.0.0/8', 'everyone', 'example.com', '10.0.0.0/8;fd00::/8', 'fd00::/129'])('rejects %j naming the variable', (value) => {
-    const read = () => readEnvConfig({ LIFELINE_INBOUND_DEADLINES: value });
-    expect(read).toThrow(LifelineError);
-    expect(read).toThrow(`invalid LIFELINE_INBOUND_DEADLINES=${JSON.stringify(value)}`);
-  });
+  it.each(['10.0.0.0/33', '10.0.0.0/8,', 'private,10.0.0.0/8', 'everyone', 'example.com', '10.0.0.0/8;fd00::/8', 'fd00::/129'])(
+    'rejects %j naming the variable',
+    (value) => {
+      const read = () => readEnvConfig({ LIFELINE_INBOUND_DEADLINES: value });
+      expect(read).toThrow(LifelineError);
+      expect(read).toThrow(`invalid LIFELINE_INBOUND_DEADLINES=${JSON.stringify(value)}`);
+    },
+  );
 
   it('LIFELINE_MIN_INBOUND_MS: an integer from 0 to 300000 (the default maxInboundMs)', () => {
     expect(readEnvConfig({ LIFELINE_MIN_INBOUND_MS: '250' }).minInboundMs).toBe(250);

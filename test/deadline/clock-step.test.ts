@@ -86,7 +86,11 @@ describe('deadlines across wall-clock steps', () => {
   it('an inbound budget is counted on the monotonic clock, as is the span budget it sends on', () => {
     vi.useFakeTimers();
     const propagator = new DeadlinePropagator({ trustInbound: 'all' });
-    const ctx = propagator.extract(context.active(), { [DEADLINE_HEADER]: '500' }, { get: (carrier, key) => (carrier as Record<string, string>)[key], keys: () => [] });
+    const ctx = propagator.extract(
+      context.active(),
+      { [DEADLINE_HEADER]: '500' },
+      { get: (carrier, key) => (carrier as Record<string, string>)[key], keys: () => [] },
+    );
     stepWallClock(-STEP_MS);
     vi.advanceTimersByTime(100);
     const deadline = context.with(ctx, () => currentDeadline());

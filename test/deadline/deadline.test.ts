@@ -69,13 +69,18 @@ describe('deadline scopes (README: Deadlines on every remote call)', () => {
     expect(currentDeadline()).toBeUndefined();
   });
 
-  it.each([Number.NaN, Number.POSITIVE_INFINITY, new Date('nope'), '2026-01-01' as unknown as number])('withDeadline(%s) is an invalid option', (at) => {
-    expect(() => withDeadline(at, () => 0)).toThrow(LifelineError);
-    expect(() => withDeadline(at, () => 0)).toThrow(/invalid deadline/);
-  });
+  it.each([Number.NaN, Number.POSITIVE_INFINITY, new Date('nope'), '2026-01-01' as unknown as number])(
+    'withDeadline(%s) is an invalid option',
+    (at) => {
+      expect(() => withDeadline(at, () => 0)).toThrow(LifelineError);
+      expect(() => withDeadline(at, () => 0)).toThrow(/invalid deadline/);
+    },
+  );
 
   it.each([-1, Number.NaN, Number.POSITIVE_INFINITY])('withTimeout(%s) is an invalid option', (ms) => {
-    expect(() => withTimeout(ms, () => 0)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION', message: expect.stringContaining(String(ms)) }));
+    expect(() => withTimeout(ms, () => 0)).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', message: expect.stringContaining(String(ms)) }),
+    );
   });
 });
 

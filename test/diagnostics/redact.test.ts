@@ -89,8 +89,16 @@ describe('Redactor.text on code locations and hostile input', () => {
 
 describe('Redactor: secrets in every form they reach a span', () => {
   it.each([
-    ['JSON error body', '{"error":"invalid_grant","refresh_token":"rt-1a2b","hint":"x"}', '{"error":"invalid_grant","refresh_token":"REDACTED","hint":"x"}'],
-    ['JSON inside a JSON string', String.raw`{"body":"{\"access_token\":\"at-9\",\"n\":1}"}`, String.raw`{"body":"{\"access_token\":\"REDACTED\",\"n\":1}"}`],
+    [
+      'JSON error body',
+      '{"error":"invalid_grant","refresh_token":"rt-1a2b","hint":"x"}',
+      '{"error":"invalid_grant","refresh_token":"REDACTED","hint":"x"}',
+    ],
+    [
+      'JSON inside a JSON string',
+      String.raw`{"body":"{\"access_token\":\"at-9\",\"n\":1}"}`,
+      String.raw`{"body":"{\"access_token\":\"REDACTED\",\"n\":1}"}`,
+    ],
     ['Authorization, a scheme of its own', 'sent Authorization: Token tok-77 upstream', 'sent Authorization: Token REDACTED upstream'],
     ['Authorization, no scheme', 'authorization=raw-key-1', 'authorization=REDACTED'],
     ['a bare Bearer credential', 'retry with Bearer b-1.x', 'retry with Bearer REDACTED'],
@@ -114,8 +122,16 @@ describe('Redactor: secrets in every form they reach a span', () => {
   it.each([
     ['a percent-encoded key', 'http://h/p?%74oken=abc&page=1', 'http://h/p?%74oken=REDACTED&page=1'],
     ['a ;jsessionid= path parameter', 'http://h/app;jsessionid=ABC123/x?y=1', 'http://h/app;jsessionid=REDACTED/x?y=1'],
-    ['camelCase and bracketed keys', '/p?apiKey=1&user[password]=2&sessionId=3', '/p?apiKey=REDACTED&user[password]=REDACTED&sessionId=REDACTED'],
-    ['a JWT in the path and under a harmless key', 'https://h/reset/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.x?next=eyJhIjoxfQ.eyJiIjoyfQ.y', 'https://h/reset/REDACTED?next=REDACTED'],
+    [
+      'camelCase and bracketed keys',
+      '/p?apiKey=1&user[password]=2&sessionId=3',
+      '/p?apiKey=REDACTED&user[password]=REDACTED&sessionId=REDACTED',
+    ],
+    [
+      'a JWT in the path and under a harmless key',
+      'https://h/reset/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.x?next=eyJhIjoxfQ.eyJiIjoyfQ.y',
+      'https://h/reset/REDACTED?next=REDACTED',
+    ],
     ['everything else byte for byte', 'http://h/p?q=a%20b+c&token=t&x=%E2%9C%93', 'http://h/p?q=a%20b+c&token=REDACTED&x=%E2%9C%93'],
   ])('url: %s', (_what, input, output) => {
     expect(redactor.url(input)).toBe(output);
@@ -124,7 +140,7 @@ describe('Redactor: secrets in every form they reach a span', () => {
   it('redacts the 8 planted secrets of the adversarial pass wherever an attribute carries them', () => {
     expect(redactor.attribute('http.response.body', '{"refresh_token":"rt-1"}')).toBe('{"refresh_token":"REDACTED"}');
     expect(redactor.attribute('exception.message', 'Authorization: Token tok-1')).toBe('Authorization: Token REDACTED');
-    expect(redactor.attribute('db.query.text', "SELECT 1 /* password=pw */")).toBe('SELECT 1 /* password=REDACTED */');
+    expect(redactor.attribute('db.query.text', 'SELECT 1 /* password=pw */')).toBe('SELECT 1 /* password=REDACTED */');
     expect(redactor.attribute('db.statement', "ALTER USER x PASSWORD 'pw'")).toBe("ALTER USER x PASSWORD 'REDACTED'");
     expect(redactor.attribute('app.note', 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.s')).toBe('REDACTED');
     expect(redactor.attribute('url.query', '?%74oken=1')).toBe('?%74oken=REDACTED');
@@ -134,18 +150,56 @@ describe('Redactor: secrets in every form they reach a span', () => {
 });
 
 describe('Redactor: harmless keys stay visible', () => {
-  const harmless = ['author', 'country_code', 'design', 'keyboard', 'signal', 'tokenizer', 'passage', 'monkey', 'sidebar', 'authored_at', 'visit_count', 'page_size'];
+  const harmless = [
+    'author',
+    'country_code',
+    'design',
+    'keyboard',
+    'signal',
+    'tokenizer',
+    'passage',
+    'monkey',
+    'sidebar',
+    'authored_at',
+    'visit_count',
+    'page_size',
+  ];
   it.each(harmless)('%s', (key) => {
     expect(redactor.isSecretKey(key)).toBe(false);
     expect(redactor.url(`http://h/p?${key}=v`)).toBe(`http://h/p?${key}=v`);
     expect(redactor.text(`${key}=v`)).toBe(`${key}=v`);
     expect(redactor.text(`{"${key}":"v"}`)).toBe(`{"${key}":"v"}`);
   });
-  it.each(['token', 'refresh_token', 'X-Auth-Token', 'accessToken', 'ACCESS_TOKEN', 'api_key', 'apikey', 'APIKey', 'client_secret', 'passwd', 'pwd', 'Authorization', 'credentials', 'X-Amz-Signature', 'sig', 'sig0', 'session', 'sid', 'JSESSIONID', 'PHPSESSID', 'connect.sid', 'set-cookie', 'private_key', '%74oken', 'user[password]'])('%s is a secret key', (key) => {
+  it.each([
+    'token',
+    'refresh_token',
+    'X-Auth-Token',
+    'accessToken',
+    'ACCESS_TOKEN',
+    'api_key',
+    'apikey',
+    'APIKey',
+    'client_secret',
+    'passwd',
+    'pwd',
+    'Authorization',
+    'credentials',
+    'X-Amz-Signature',
+    'sig',
+    'sig0',
+    'session',
+    'sid',
+    'JSESSIONID',
+    'PHPSESSID',
+    'connect.sid',
+    'set-cookie',
+    'private_key',
+    '%74oken',
+    'user[password]',
+  ])('%s is a secret key', (key) => {
     expect(redactor.isSecretKey(key)).toBe(true);
   });
 });
-
 
 /** Least time, in ms, of `rounds` runs of `fn`: the least is the run the machine disturbed least. */
 function leastTime(fn: () => void, rounds: number): number {
@@ -191,7 +245,10 @@ describe('Redactor: linear, bounded, once', () => {
   it('a URL with 2,460 secret-looking keys (~21 KB): every value replaced, cut at the cap', () => {
     const query = Array.from({ length: 2_460 }, (_, i) => `sig${i}=x`).join('&');
     const url = `https://h.example/p?${query}`;
-    for (const [key, value] of [['url.full', url], ['url.query', `?${query}`]] as const) {
+    for (const [key, value] of [
+      ['url.full', url],
+      ['url.query', `?${query}`],
+    ] as const) {
       const redacted = redactor.attribute(key, value) as string;
       expect(redacted.length).toBeLessThan(16_384 + 40);
       expect(redacted).toMatch(/…\[truncated from \d+ chars\]$/);
@@ -222,8 +279,15 @@ describe('Redactor: linear, bounded, once', () => {
 describe('Redactor: any secret key in any form', () => {
   // A secret word, dressed as keys are in the wild: a prefix, a separator or a camel hump, a suffix.
   const secretKey = fc
-    .tuple(fc.constantFrom('', 'x-', 'user_', 'app.', 'my', 'client'), fc.constantFrom(...DEFAULT_SECRET_WORDS), fc.constantFrom('', '_1', '[0]', '-v2'))
-    .map(([prefix, word, suffix]) => `${prefix}${/[a-z]$/.test(prefix) && !prefix.endsWith('.') ? word.charAt(0).toUpperCase() + word.slice(1) : word}${suffix}`);
+    .tuple(
+      fc.constantFrom('', 'x-', 'user_', 'app.', 'my', 'client'),
+      fc.constantFrom(...DEFAULT_SECRET_WORDS),
+      fc.constantFrom('', '_1', '[0]', '-v2'),
+    )
+    .map(
+      ([prefix, word, suffix]) =>
+        `${prefix}${/[a-z]$/.test(prefix) && !prefix.endsWith('.') ? word.charAt(0).toUpperCase() + word.slice(1) : word}${suffix}`,
+    );
   const secretValue = fc.stringMatching(/^[A-Za-z0-9._~+/-]{6,24}$/).map((value) => `S3cr${value}`);
   const form = fc.constantFrom(
     (key: string, value: string) => `failed: ${key}=${value} (retry)`,

@@ -41,16 +41,23 @@ health.close();
 `;
 
 describe('creation stacks do not keep abandoned spans\u2019 objects alive', () => {
-  it.each(['ticks', 'all'])("captureStacks '%s': 100 never-ended spans from closures holding 1 MiB each grow the heap < 20 MiB", async (mode) => {
-    const result = await runNode(['--expose-gc', '--input-type=module', '-e', CHILD], { timeoutMs: 30_000, env: { ...process.env, MODE: mode } });
-    expect(result.stderr).toBe('');
-    const report = JSON.parse(result.stdout) as { tracked: number; growthBytes: number; stack?: string };
-    console.log(`captureStacks '${mode}': ${report.tracked} spans tracked, heap growth ${(report.growthBytes / MIB).toFixed(1)} MiB`);
-    // Every span is still tracked (none ended, none evicted): what it holds is what a tracker holds.
-    expect(report.tracked).toBeGreaterThanOrEqual(SPANS);
-    // The stack is still there to explain the span: the closure and the function that made it.
-    expect(report.stack).toMatch(/at call .*\n.*at abandon /);
-    // 100 MiB if every closure stays alive; a formatted stack is a few hundred bytes a span.
-    expect(report.growthBytes).toBeLessThan(20 * MIB);
-  }, 30_000);
+  it.each(['ticks', 'all'])(
+    "captureStacks '%s': 100 never-ended spans from closures holding 1 MiB each grow the heap < 20 MiB",
+    async (mode) => {
+      const result = await runNode(['--expose-gc', '--input-type=module', '-e', CHILD], {
+        timeoutMs: 30_000,
+        env: { ...process.env, MODE: mode },
+      });
+      expect(result.stderr).toBe('');
+      const report = JSON.parse(result.stdout) as { tracked: number; growthBytes: number; stack?: string };
+      console.log(`captureStacks '${mode}': ${report.tracked} spans tracked, heap growth ${(report.growthBytes / MIB).toFixed(1)} MiB`);
+      // Every span is still tracked (none ended, none evicted): what it holds is what a tracker holds.
+      expect(report.tracked).toBeGreaterThanOrEqual(SPANS);
+      // The stack is still there to explain the span: the closure and the function that made it.
+      expect(report.stack).toMatch(/at call .*\n.*at abandon /);
+      // 100 MiB if every closure stays alive; a formatted stack is a few hundred bytes a span.
+      expect(report.growthBytes).toBeLessThan(20 * MIB);
+    },
+    30_000,
+  );
 });

@@ -26,7 +26,11 @@ const inFlight = new InFlightSpanProcessor();
 // The provider's ID generator is lifeline's, as startLifeline makes it.
 const ids = new SnapshotIdGenerator(new RandomIdGenerator());
 // Record the authorization header as a span attribute: redaction has to catch it.
-const tracing = instrumentedUndici([inFlight, new DeadlineSpanProcessor()], { headersToSpanAttributes: { requestHeaders: ['authorization'] } }, ids);
+const tracing = instrumentedUndici(
+  [inFlight, new DeadlineSpanProcessor()],
+  { headersToSpanAttributes: { requestHeaders: ['authorization'] } },
+  ids,
+);
 const { exporter, provider } = tracing;
 let installed: InstalledDeadlineDispatcher;
 let silent: TestServer;
@@ -61,7 +65,11 @@ afterEach(async () => {
 });
 
 function catalog(diagnostics: { minIntervalMs?: number; maxBytes?: number; log?: 'debug' | 'info' } = {}): Health {
-  const health = new Health({ interval: 60_000, tracerProvider: provider, diagnostics: { inFlight, tracerProvider: provider, logger, ids, ...diagnostics } });
+  const health = new Health({
+    interval: 60_000,
+    tracerProvider: provider,
+    diagnostics: { inFlight, tracerProvider: provider, logger, ids, ...diagnostics },
+  });
   catalogs.push(health);
   return health;
 }
@@ -103,9 +111,28 @@ function reporterStuck(deadlineMs: number): { tick: InFlightNode; stuck: Diagnos
     stack: 'at reportDaily (/srv/app/report.mjs:12:9)',
     children,
   });
-  const tick = node('tick reporter', '00f067aa0ba902b6', [node('GET', '00f067aa0ba902b7', [], { 'url.full': 'http://reports.internal:8080/report?day=1' })]);
+  const tick = node('tick reporter', '00f067aa0ba902b6', [
+    node('GET', '00f067aa0ba902b7', [], { 'url.full': 'http://reports.internal:8080/report?day=1' }),
+  ]);
   const process = { pid: 1, uptimeS: 1, handles: [], activeResources: {}, eventLoopDelayMs: { p50: 0, p99: 0, max: 0 } };
-  return { tick, stuck: { at: new Date(now).toISOString(), unhealthy: ['reporter'], components: [{ name: 'reporter', probe: 'liveness', tick: { traceId: tick.traceId, spanId: tick.spanId, seq: 3, deadline: now + deadlineMs }, inFlight: [tick], omitted: 0 }], process, evicted: 0 } };
+  return {
+    tick,
+    stuck: {
+      at: new Date(now).toISOString(),
+      unhealthy: ['reporter'],
+      components: [
+        {
+          name: 'reporter',
+          probe: 'liveness',
+          tick: { traceId: tick.traceId, spanId: tick.spanId, seq: 3, deadline: now + deadlineMs },
+          inFlight: [tick],
+          omitted: 0,
+        },
+      ],
+      process,
+      evicted: 0,
+    },
+  };
 }
 
 const verdicts = (): ReadableSpan[] => exporter.getFinishedSpans().filter((s) => s.name.startsWith('health verdict'));
@@ -125,7 +152,11 @@ describe('an unhealthy verdict explains itself (README: When a component turns u
     const tree = String(event?.attributes?.['lifeline.diagnostic.span_tree']);
     const stacks = String(event?.attributes?.['lifeline.diagnostic.stacks']);
     expect(Object.keys(event?.attributes ?? {})[0]).toBe('lifeline.diagnostic.overview'); // read first
-    expect(summary).toMatch(new RegExp(`^poller \\(liveness\\) is unhealthy:\n  GET http://127\\.0\\.0\\.1:${String(silent.port)}/v1/items\\?page=2&token=REDACTED \\(in flight \\d\\.\\d s, deadline in \\d+\\.\\d s\\) from pollUpstream \\(`));
+    expect(summary).toMatch(
+      new RegExp(
+        `^poller \\(liveness\\) is unhealthy:\n  GET http://127\\.0\\.0\\.1:${String(silent.port)}/v1/items\\?page=2&token=REDACTED \\(in flight \\d\\.\\d s, deadline in \\d+\\.\\d s\\) from pollUpstream \\(`,
+      ),
+    );
     expect(event?.attributes?.['lifeline.diagnostic.truncated']).toBe(false);
     expect(tree).toContain('"name":"tick poller"');
     expect(tree).toContain('"name":"GET"');
@@ -159,7 +190,9 @@ describe('an unhealthy verdict explains itself (README: When a component turns u
     const health = catalog({ log: 'info' });
     await stuckPoller(health);
     const everything = JSON.stringify([
-      exporter.getFinishedSpans().map((s) => ({ name: s.name, attributes: s.attributes, events: s.events, links: s.links, status: s.status })),
+      exporter
+        .getFinishedSpans()
+        .map((s) => ({ name: s.name, attributes: s.attributes, events: s.events, links: s.links, status: s.status })),
       lines,
       health.diagnose(),
     ]);
@@ -197,7 +230,10 @@ describe('an unhealthy verdict explains itself (README: When a component turns u
     const snapshots = exporter.getFinishedSpans().filter((s) => s.attributes['lifeline.in_flight'] === true);
     expect(snapshots.map((s) => s.name).sort()).toEqual([`GET 127.0.0.1:${String(silent.port)} (in flight)`, 'tick poller (in flight)']);
     const whys = named('poller unhealthy');
-    expect(whys.map((w) => w.links.map((l) => l.context.spanId))).toEqual([[snapshots.find((s) => s.name.startsWith('tick'))?.spanContext().spanId], [snapshots.find((s) => s.name.startsWith('tick'))?.spanContext().spanId]]);
+    expect(whys.map((w) => w.links.map((l) => l.context.spanId))).toEqual([
+      [snapshots.find((s) => s.name.startsWith('tick'))?.spanContext().spanId],
+      [snapshots.find((s) => s.name.startsWith('tick'))?.spanContext().spanId],
+    ]);
   });
 
   it('a call past its deadline and still in flight: its snapshot is an error, says by how much, and is marked exceeded', () => {
@@ -208,38 +244,56 @@ describe('an unhealthy verdict explains itself (README: When a component turns u
     diagnostics.onEventLoopBlock({ blockedMs: 0 }, () => stuck);
     const [call] = named('GET reports.internal:8080 (in flight, 2 s past deadline)');
     expect(call?.status).toEqual({ code: SpanStatusCode.ERROR, message: 'in flight 4.0 s, 2.3 s past its deadline' });
-    expect(call?.attributes).toMatchObject({ 'lifeline.deadline.exceeded': true, 'lifeline.in_flight.overdue_ms': 2_300, 'lifeline.in_flight.age_ms': 4_000 });
+    expect(call?.attributes).toMatchObject({
+      'lifeline.deadline.exceeded': true,
+      'lifeline.in_flight.overdue_ms': 2_300,
+      'lifeline.in_flight.age_ms': 4_000,
+    });
     const [root] = named('tick reporter (in flight, 2 s past deadline)');
     expect(root?.status.code).toBe(SpanStatusCode.ERROR);
     expect(root?.parentSpanContext).toBeUndefined();
     expect(root?.spanContext().traceId).not.toBe(tick.traceId); // a trace of its own
     expect(call?.parentSpanContext?.spanId).toBe(root?.spanContext().spanId);
     const summary = String(verdicts()[0]?.events[0]?.attributes?.['lifeline.diagnostic.overview']);
-    expect(summary).toBe('reporter (liveness) is unhealthy:\n  GET http://reports.internal:8080/report?day=1 (in flight 4.0 s, 2.3 s past its deadline) from reportDaily (/srv/app/report.mjs:12:9)');
+    expect(summary).toBe(
+      'reporter (liveness) is unhealthy:\n  GET http://reports.internal:8080/report?day=1 (in flight 4.0 s, 2.3 s past its deadline) from reportDaily (/srv/app/report.mjs:12:9)',
+    );
   });
 
   it('a snapshot taken before the deadline is exported again once it has passed, then not again', () => {
     const diagnostics = new Diagnostics({ tracerProvider: provider, logger, ids, minIntervalMs: 0 });
-    const snapshots = (): string[] => exporter.getFinishedSpans().filter((s) => s.attributes['lifeline.in_flight'] === true).map((s) => s.name);
+    const snapshots = (): string[] =>
+      exporter
+        .getFinishedSpans()
+        .filter((s) => s.attributes['lifeline.in_flight'] === true)
+        .map((s) => s.name);
     diagnostics.onEventLoopBlock({ blockedMs: 0 }, () => reporterStuck(500).stuck);
     expect(snapshots()).toEqual(['tick reporter (in flight)', 'GET reports.internal:8080 (in flight)']);
     diagnostics.onEventLoopBlock({ blockedMs: 0 }, () => reporterStuck(-2_300).stuck);
     diagnostics.onEventLoopBlock({ blockedMs: 0 }, () => reporterStuck(-3_300).stuck);
-    expect(snapshots()).toEqual(['tick reporter (in flight)', 'GET reports.internal:8080 (in flight)', 'tick reporter (in flight, 2 s past deadline)', 'GET reports.internal:8080 (in flight, 2 s past deadline)']);
+    expect(snapshots()).toEqual([
+      'tick reporter (in flight)',
+      'GET reports.internal:8080 (in flight)',
+      'tick reporter (in flight, 2 s past deadline)',
+      'GET reports.internal:8080 (in flight, 2 s past deadline)',
+    ]);
     expect(verdicts()).toHaveLength(3);
   });
 
-  it('a verdict\'s own spans are not tracked: a full tracker keeps the stuck spans it shows', () => {
+  it("a verdict's own spans are not tracked: a full tracker keeps the stuck spans it shows", () => {
     const small = new InFlightSpanProcessor({ maxSpans: 2 });
     const tracked = new TracerProvider({ spanProcessors: [small, new SimpleSpanProcessor({ exporter })] });
     const work = [tracked.getTracer('app').startSpan('stuck 1'), tracked.getTracer('app').startSpan('stuck 2')];
-    new Diagnostics({ inFlight: small, tracerProvider: tracked, logger }).onEventLoopBlock({ blockedMs: 0 }, () => reporterStuck(-2_300).stuck);
+    new Diagnostics({ inFlight: small, tracerProvider: tracked, logger }).onEventLoopBlock(
+      { blockedMs: 0 },
+      () => reporterStuck(-2_300).stuck,
+    );
     expect(exporter.getFinishedSpans().filter((s) => s.attributes['lifeline.in_flight'] === true)).toHaveLength(2);
     expect({ size: small.size, evicted: small.evicted }).toEqual({ size: 2, evicted: 0 });
     for (const span of work) span.end();
   });
 
-  it('a block of the event loop past the catalog\'s limit is recorded as a verdict: where, how long, linked to the watchdog\'s span; rate limited; redacted', async () => {
+  it("a block of the event loop past the catalog's limit is recorded as a verdict: where, how long, linked to the watchdog's span; rate limited; redacted", async () => {
     const diagnostics = new Diagnostics({ inFlight, tracerProvider: provider, logger, minIntervalMs: 200 });
     const health = catalog();
     let built = 0;
@@ -248,7 +302,10 @@ describe('an unhealthy verdict explains itself (README: When a component turns u
       return { ...health.diagnose(), unhealthy: ['healthcheck'] };
     };
     const watchdogSpan = { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331' };
-    diagnostics.onEventLoopBlock({ blockedMs: 6_123.4, blockedIn: `crunchReport (/srv/app.js:8) ?token=${TOKEN}`, span: watchdogSpan }, snapshot);
+    diagnostics.onEventLoopBlock(
+      { blockedMs: 6_123.4, blockedIn: `crunchReport (/srv/app.js:8) ?token=${TOKEN}`, span: watchdogSpan },
+      snapshot,
+    );
     diagnostics.onEventLoopBlock({ blockedMs: 7_000 }, snapshot);
     expect(verdicts()).toHaveLength(1);
     expect(built).toBe(1); // a verdict the rate limit drops costs no snapshot
@@ -256,7 +313,12 @@ describe('an unhealthy verdict explains itself (README: When a component turns u
     expect(verdict?.attributes['lifeline.health.unhealthy']).toEqual(['healthcheck']);
     expect(verdict?.attributes['lifeline.event_loop.blocked_ms']).toBe(6_123);
     expect(verdict?.attributes['lifeline.event_loop.blocked_in']).toMatch(/^crunchReport \(\/srv\/app\.js:8\) \?token=/);
-    expect(verdict?.status).toEqual({ code: SpanStatusCode.ERROR, message: expect.stringMatching(/^unhealthy: healthcheck \(event loop blocked for 6\.1 s in crunchReport \(\/srv\/app\.js:8\)/) as string });
+    expect(verdict?.status).toEqual({
+      code: SpanStatusCode.ERROR,
+      message: expect.stringMatching(
+        /^unhealthy: healthcheck \(event loop blocked for 6\.1 s in crunchReport \(\/srv\/app\.js:8\)/,
+      ) as string,
+    });
     expect(verdict?.links.map((l) => l.context.spanId)).toEqual([watchdogSpan.spanId]);
     expect(JSON.stringify(verdict?.attributes)).not.toContain(TOKEN);
     expect(verdict?.status.message).not.toContain(TOKEN);
@@ -286,19 +348,26 @@ describe('an unhealthy verdict explains itself (README: When a component turns u
     health.check();
     const event = verdicts()[0]?.events.find((e) => e.name === 'lifeline.diagnostic');
     expect(verdicts()[0]?.attributes['lifeline.health.unhealthy']).toEqual(['idle']);
-    expect(JSON.parse(String(event?.attributes?.['lifeline.diagnostic.span_tree']))).toEqual([expect.objectContaining({ component: 'idle', inFlight: [] })]);
+    expect(JSON.parse(String(event?.attributes?.['lifeline.diagnostic.span_tree']))).toEqual([
+      expect.objectContaining({ component: 'idle', inFlight: [] }),
+    ]);
     expect(String(event?.attributes?.['lifeline.diagnostic.stacks'])).toContain('libuv handles:');
     expect(exporter.getFinishedSpans().filter((s) => s.attributes['lifeline.in_flight'] === true)).toEqual([]);
   });
 
-  it('a call its deadline aborted says which of the user\'s functions made it (code.* from its creation stack)', async () => {
+  it("a call its deadline aborted says which of the user's functions made it (code.* from its creation stack)", async () => {
     const health = catalog();
     const h = health.registerLiveness('caller');
     const tick = h.take();
     const failure: unknown = await tick?.run(() => withTimeout(100, () => pollUpstream(silent.url))).catch((error: unknown) => error);
     expect(isDeadlineExceeded(failure)).toBe(true);
     const [get] = exporter.getFinishedSpans().filter((s) => s.name === 'GET' && s.status.code === SpanStatusCode.ERROR);
-    expect(get?.attributes).toMatchObject({ 'code.function.name': 'pollUpstream', 'code.file.path': fileURLToPath(import.meta.url), 'code.line.number': expect.any(Number) as number, 'code.column.number': expect.any(Number) as number });
+    expect(get?.attributes).toMatchObject({
+      'code.function.name': 'pollUpstream',
+      'code.file.path': fileURLToPath(import.meta.url),
+      'code.line.number': expect.any(Number) as number,
+      'code.column.number': expect.any(Number) as number,
+    });
     expect(String(get?.attributes['code.stacktrace'])).toMatch(/^at pollUpstream \(/);
   });
 

@@ -31,7 +31,17 @@ const SECRET_KEYS = [
   'user.jsessionid',
   'aws.credentials',
 ];
-const KEPT_KEYS = ['app.author', 'app.country_code', 'app.design', 'app.keyboard', 'app.signal', 'token_count', 'gen_ai.usage.input_tokens', 'db.system.name', 'url.full'];
+const KEPT_KEYS = [
+  'app.author',
+  'app.country_code',
+  'app.design',
+  'app.keyboard',
+  'app.signal',
+  'token_count',
+  'gen_ai.usage.input_tokens',
+  'db.system.name',
+  'url.full',
+];
 
 describe('the collector deletes credential-named attributes of any SDK', () => {
   it('keys naming a credential by a whole segment are gone in Jaeger; look-alikes stay', async () => {

@@ -16,9 +16,14 @@ const RESULTS = join(ROOT, 'test-results', 'jaeger-ui');
 
 /** A built jaeger-ui: JAEGER_UI_ASSETS_PATH, else the one beside the repository (../shared/jaeger-ui). */
 function uiAssets(): string {
-  const candidates = [process.env.JAEGER_UI_ASSETS_PATH, join(ROOT, '..', 'shared', 'jaeger-ui', 'build-v1.76.0'), '/work/shared/jaeger-ui/build-v1.76.0'].filter((p): p is string => p !== undefined && p !== '');
+  const candidates = [
+    process.env.JAEGER_UI_ASSETS_PATH,
+    join(ROOT, '..', 'shared', 'jaeger-ui', 'build-v1.76.0'),
+    '/work/shared/jaeger-ui/build-v1.76.0',
+  ].filter((p): p is string => p !== undefined && p !== '');
   const found = candidates.find((p) => existsSync(join(p, 'index.html')));
-  if (found === undefined) throw new Error(`no built Jaeger UI: set JAEGER_UI_ASSETS_PATH to a jaeger-ui build folder (looked in ${candidates.join(', ')})`);
+  if (found === undefined)
+    throw new Error(`no built Jaeger UI: set JAEGER_UI_ASSETS_PATH to a jaeger-ui build folder (looked in ${candidates.join(', ')})`);
   return found;
 }
 
@@ -39,7 +44,15 @@ beforeAll(async () => {
   stack = started;
   app = spawn(process.execPath, ['--import', 'otel-lifeline/register', 'examples/stuck-dependency/server.mjs'], {
     cwd: ROOT,
-    env: { ...process.env, OTEL_SERVICE_NAME: SERVICE, OTEL_EXPORTER_OTLP_ENDPOINT: started.otlpHttpEndpoint, OTEL_BSP_SCHEDULE_DELAY: '200', LIFELINE_HEALTH_INTERVAL_MS: '1000', LIFELINE_PROBE_PORT: '0', PORT: '0' },
+    env: {
+      ...process.env,
+      OTEL_SERVICE_NAME: SERVICE,
+      OTEL_EXPORTER_OTLP_ENDPOINT: started.otlpHttpEndpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '200',
+      LIFELINE_HEALTH_INTERVAL_MS: '1000',
+      LIFELINE_PROBE_PORT: '0',
+      PORT: '0',
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const stdout = app.stdout as NodeJS.ReadableStream;
@@ -53,7 +66,11 @@ beforeAll(async () => {
     () => findTraces(started.queryUrl, SERVICE, { 'lifeline.health.component': 'indexer' }),
     (traces) => traces.some((t) => t.spans.some((s) => s.operationName.startsWith('health verdict'))),
   );
-  const launched = await puppeteer.launch({ executablePath: chromium(), args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'], defaultViewport: { width: 1400, height: 1000 } });
+  const launched = await puppeteer.launch({
+    executablePath: chromium(),
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+    defaultViewport: { width: 1400, height: 1000 },
+  });
   browser = launched;
   page = await launched.newPage();
 }, 900_000);
@@ -100,7 +117,9 @@ async function openSwitch(selector: string): Promise<void> {
 
 /** The search page with the form filled as the README says (the UI keeps its form in the URL). */
 async function search(tags: Record<string, string>): Promise<{ title: string; text: string }[]> {
-  await page.goto(`${stack?.uiUrl ?? ''}/search?service=${SERVICE}&lookback=1h&limit=20&tags=${encodeURIComponent(JSON.stringify(tags))}`, { waitUntil: 'networkidle0' });
+  await page.goto(`${stack?.uiUrl ?? ''}/search?service=${SERVICE}&lookback=1h&limit=20&tags=${encodeURIComponent(JSON.stringify(tags))}`, {
+    waitUntil: 'networkidle0',
+  });
   await page.waitForSelector('.ResultItem');
   const [titles, items] = await Promise.all([texts('.ResultItem .ResultItemTitle--title'), texts('.ResultItem')]);
   return titles.map((title, i) => ({ title, text: items[i] ?? '' }));
@@ -108,13 +127,18 @@ async function search(tags: Record<string, string>): Promise<{ title: string; te
 
 /** Opens the search result whose title matches, and waits for its trace view. */
 async function open(title: RegExp): Promise<void> {
-  await Promise.all([page.waitForNavigation({ waitUntil: 'networkidle0' }), clickText('.ResultItem a[class*=ResultItemTitle--item]', title)]);
+  await Promise.all([
+    page.waitForNavigation({ waitUntil: 'networkidle0' }),
+    clickText('.ResultItem a[class*=ResultItemTitle--item]', title),
+  ]);
   await page.waitForSelector('.span-row');
 }
 
 /** The trace view's rows: name (service and operation) and whether it shows an error icon. */
 function rows(): Promise<{ name: string; error: boolean }[]> {
-  return inPage(`[...document.querySelectorAll('.span-row')].map((row) => ({ name: row.querySelector('.span-name')?.textContent ?? '', error: row.querySelector('.SpanBarRow--errorIcon') !== null }))`);
+  return inPage(
+    `[...document.querySelectorAll('.span-row')].map((row) => ({ name: row.querySelector('.span-name')?.textContent ?? '', error: row.querySelector('.SpanBarRow--errorIcon') !== null }))`,
+  );
 }
 
 /** Expands the row whose name matches; returns its detail's text. */
@@ -125,7 +149,7 @@ async function expand(name: RegExp): Promise<string> {
 }
 
 describe('the Jaeger UI, as a person reads it (stuck-dependency example)', () => {
-  it('the README\'s first search lists the stuck component\'s trace with an error badge; its rows say in flight and how far past the deadline; it links to the verdict', async () => {
+  it("the README's first search lists the stuck component's trace with an error badge; its rows say in flight and how far past the deadline; it links to the verdict", async () => {
     const results = await search({ 'lifeline.in_flight': 'true' });
     await page.screenshot({ path: join(RESULTS, '1-search-in-flight.png') });
     const stuck = results.find((r) => /tick indexer \(in flight, (past deadline|\d+ s past deadline)\)/.test(r.title));
@@ -134,7 +158,10 @@ describe('the Jaeger UI, as a person reads it (stuck-dependency example)', () =>
     await open(/tick indexer \(in flight/);
     const shown = await rows();
     await page.screenshot({ path: join(RESULTS, '2-stuck-trace.png') });
-    expect(shown.map((r) => r.name)).toEqual([expect.stringMatching(/tick indexer \(in flight, .*past deadline\)$/), expect.stringMatching(/wait for index lock \(in flight, .*past deadline\)$/)]);
+    expect(shown.map((r) => r.name)).toEqual([
+      expect.stringMatching(/tick indexer \(in flight, .*past deadline\)$/),
+      expect.stringMatching(/wait for index lock \(in flight, .*past deadline\)$/),
+    ]);
     expect(shown.every((r) => r.error)).toBe(true);
     // The stuck call's own row: how late it is, and the function that waits.
     const call = await expand(/wait for index lock/);
@@ -146,28 +173,42 @@ describe('the Jaeger UI, as a person reads it (stuck-dependency example)', () =>
     await page.waitForSelector('.AccordianReferences--header');
     await openSwitch('.AccordianReferences--header');
     await page.screenshot({ path: join(RESULTS, '4-stuck-trace-references.png'), fullPage: true });
-    const links = await inPage<string[]>(`[...document.querySelectorAll('.AccordianReferences a[href*="/trace/"]')].map((a) => a.getAttribute('href'))`);
+    const links = await inPage<string[]>(
+      `[...document.querySelectorAll('.AccordianReferences a[href*="/trace/"]')].map((a) => a.getAttribute('href'))`,
+    );
     const verdicts = await findTraces(stack?.queryUrl ?? '', SERVICE, { 'lifeline.health.component': 'indexer' });
     const verdictTraces = verdicts.filter((t) => t.spans.some((s) => s.operationName.startsWith('health verdict'))).map((t) => t.traceID);
-    expect(links.some((href) => verdictTraces.some((id) => href.includes(id))), `${JSON.stringify(links)} vs ${JSON.stringify(verdictTraces)}`).toBe(true);
+    expect(
+      links.some((href) => verdictTraces.some((id) => href.includes(id))),
+      `${JSON.stringify(links)} vs ${JSON.stringify(verdictTraces)}`,
+    ).toBe(true);
   });
 
-  it('Jaeger\'s own error search finds none of it (the README says what to search instead)', async () => {
+  it("Jaeger's own error search finds none of it (the README says what to search instead)", async () => {
     const queryUrl = stack?.queryUrl ?? '';
-    const counts = { errorTrue: (await findTraces(queryUrl, SERVICE, { error: 'true' })).length, statusError: (await findTraces(queryUrl, SERVICE, { 'otel.status_code': 'ERROR' })).length, inFlight: (await findTraces(queryUrl, SERVICE, { 'lifeline.in_flight': 'true' })).length };
-    console.log(`Jaeger tag search: error=true ${String(counts.errorTrue)} traces, otel.status_code=ERROR ${String(counts.statusError)}, lifeline.in_flight=true ${String(counts.inFlight)}`);
+    const counts = {
+      errorTrue: (await findTraces(queryUrl, SERVICE, { error: 'true' })).length,
+      statusError: (await findTraces(queryUrl, SERVICE, { 'otel.status_code': 'ERROR' })).length,
+      inFlight: (await findTraces(queryUrl, SERVICE, { 'lifeline.in_flight': 'true' })).length,
+    };
+    console.log(
+      `Jaeger tag search: error=true ${String(counts.errorTrue)} traces, otel.status_code=ERROR ${String(counts.statusError)}, lifeline.in_flight=true ${String(counts.inFlight)}`,
+    );
     expect(counts).toEqual({ errorTrue: 0, statusError: 0, inFlight: expect.any(Number) as number });
     expect(counts.inFlight).toBeGreaterThan(0);
   });
 
-  it('the verdict is found by the component\'s name, reads its summary first, and links to the stuck trace', async () => {
+  it("the verdict is found by the component's name, reads its summary first, and links to the stuck trace", async () => {
     const results = await search({ 'lifeline.health.component': 'indexer' });
     await page.screenshot({ path: join(RESULTS, '5-search-component.png') });
     const verdict = results.find((r) => /health verdict: indexer/.test(r.title));
     expect(verdict, JSON.stringify(results.map((r) => r.title))).toBeDefined();
     expect(verdict?.text).toMatch(/\d+ Errors?/);
     await open(/health verdict: indexer/);
-    expect((await rows()).map((r) => r.name)).toEqual([expect.stringMatching(/health verdict: indexer$/), expect.stringMatching(/indexer unhealthy$/)]);
+    expect((await rows()).map((r) => r.name)).toEqual([
+      expect.stringMatching(/health verdict: indexer$/),
+      expect.stringMatching(/indexer unhealthy$/),
+    ]);
     const detail = await expand(/health verdict: indexer/);
     // Its event (the UI's "Logs"), opened, then the event itself.
     await openSwitch('.detail-row .AccordianLogs--header');
@@ -177,14 +218,24 @@ describe('the Jaeger UI, as a person reads it (stuck-dependency example)', () =>
     const text = (await texts('.detail-row')).join('\n');
     await page.screenshot({ path: join(RESULTS, '6-verdict.png'), fullPage: true });
     expect(detail).toContain('unhealthy: indexer');
-    expect(text).toMatch(/indexer \(liveness\) is unhealthy:\s*wait for index lock \(in flight \d+\.\d s, \d+\.\d s past its deadline\) from rebuildIndex/);
+    expect(text).toMatch(
+      /indexer \(liveness\) is unhealthy:\s*wait for index lock \(in flight \d+\.\d s, \d+\.\d s past its deadline\) from rebuildIndex/,
+    );
     expect(text.indexOf('lifeline.diagnostic.overview')).toBeLessThan(text.indexOf('lifeline.diagnostic.span_tree'));
     // The component's row links to the stuck trace.
     await expand(/indexer unhealthy/);
     await openSwitch('.detail-row:last-of-type .AccordianReferences--header');
-    const links = await inPage<string[]>(`[...document.querySelectorAll('.AccordianReferences a[href*="/trace/"]')].map((a) => a.getAttribute('href'))`);
+    const links = await inPage<string[]>(
+      `[...document.querySelectorAll('.AccordianReferences a[href*="/trace/"]')].map((a) => a.getAttribute('href'))`,
+    );
     await page.screenshot({ path: join(RESULTS, '7-verdict-component.png'), fullPage: true });
-    const stuck = await findTraces(stack?.queryUrl ?? '', SERVICE, { 'lifeline.in_flight': 'true', 'lifeline.health.component': 'indexer' });
-    expect(links.some((href) => stuck.some((t) => href.includes(t.traceID))), `${JSON.stringify(links)} vs ${JSON.stringify(stuck.map((t) => t.traceID))}`).toBe(true);
+    const stuck = await findTraces(stack?.queryUrl ?? '', SERVICE, {
+      'lifeline.in_flight': 'true',
+      'lifeline.health.component': 'indexer',
+    });
+    expect(
+      links.some((href) => stuck.some((t) => href.includes(t.traceID))),
+      `${JSON.stringify(links)} vs ${JSON.stringify(stuck.map((t) => t.traceID))}`,
+    ).toBe(true);
   });
 });

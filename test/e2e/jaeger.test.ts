@@ -72,7 +72,8 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
 
     // Found by tag, as a user would: the calls aborted by their deadline — both the fetch (undici)
     // calls of `poller` and the node:http calls of `reporter`.
-    const isAborted = (s: JaegerSpan, path: string): boolean => s.operationName === 'GET' && tag(s, 'lifeline.deadline.exceeded') === true && String(tag(s, 'url.full')).includes(path);
+    const isAborted = (s: JaegerSpan, path: string): boolean =>
+      s.operationName === 'GET' && tag(s, 'lifeline.deadline.exceeded') === true && String(tag(s, 'url.full')).includes(path);
     const aborted = await eventually(
       () => findTraces(stack.queryUrl, 'e2e-stuck', { 'lifeline.deadline.exceeded': 'true', 'error.type': 'timeout' }),
       (t) => spansOf(t).some((s) => isAborted(s, '/inventory')) && spansOf(t).some((s) => isAborted(s, '/report')),
@@ -106,7 +107,9 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
     const diagnostic = verdict.logs.find((l) => l.fields.some((f) => f.key === 'event' && f.value === 'lifeline.diagnostic'));
     const field = (key: string) => diagnostic?.fields.find((f) => f.key === key)?.value;
     expect(tag(verdict, 'lifeline.health.unhealthy')).toContain('indexer');
-    expect(String(field('lifeline.diagnostic.overview'))).toMatch(/indexer \(liveness\) is unhealthy:\n {2}wait for index lock \(in flight \d+\.\d s, (no deadline|\d+\.\d s past its deadline)\) from rebuildIndex \(/);
+    expect(String(field('lifeline.diagnostic.overview'))).toMatch(
+      /indexer \(liveness\) is unhealthy:\n {2}wait for index lock \(in flight \d+\.\d s, (no deadline|\d+\.\d s past its deadline)\) from rebuildIndex \(/,
+    );
     expect(String(field('lifeline.diagnostic.span_tree'))).toContain('tick indexer');
     expect(String(field('lifeline.diagnostic.span_tree'))).toContain('wait for index lock');
     expect(String(field('lifeline.diagnostic.stacks'))).toContain('rebuildIndex');
@@ -123,18 +126,55 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
     const tickSnapshot = stuckTrace.spans.find((s) => s.operationName.startsWith('tick indexer (in flight')) as JaegerSpan;
     expect(tickSnapshot.operationName).toMatch(/^tick indexer \(in flight, (past deadline|\d+ s past deadline)\)$/);
     expect(tag(tickSnapshot, 'otel.status_code')).toBe('ERROR');
-    expect(tickSnapshot.references.filter((r) => r.refType === 'CHILD_OF'), JSON.stringify(tickSnapshot.references)).toEqual([]);
+    expect(
+      tickSnapshot.references.filter((r) => r.refType === 'CHILD_OF'),
+      JSON.stringify(tickSnapshot.references),
+    ).toEqual([]);
     expect(tickSnapshot.references.map((r) => r.spanID)).toContain(why.spanID);
     expect(why.references.map((r) => r.spanID)).toContain(tickSnapshot.spanID);
     expect(String(field('lifeline.diagnostic.span_tree'))).toContain(stuckTrace.traceID);
     // What Jaeger's adjusters complain of (e.g. 'invalid parent span IDs'), with the spans it is said of.
-    const warned = stuckTrace.spans.filter((s) => (s.warnings ?? []).length > 0).map((s) => ({ name: s.operationName, warnings: s.warnings, references: s.references, startTime: s.startTime, duration: s.duration }));
-    expect(warned, JSON.stringify(stuckTrace.spans.map((s) => ({ name: s.operationName, startTime: s.startTime, duration: s.duration, references: s.references })))).toEqual([]);
+    const warned = stuckTrace.spans
+      .filter((s) => (s.warnings ?? []).length > 0)
+      .map((s) => ({
+        name: s.operationName,
+        warnings: s.warnings,
+        references: s.references,
+        startTime: s.startTime,
+        duration: s.duration,
+      }));
+    expect(
+      warned,
+      JSON.stringify(
+        stuckTrace.spans.map((s) => ({ name: s.operationName, startTime: s.startTime, duration: s.duration, references: s.references })),
+      ),
+    ).toEqual([]);
   });
 
   it('deadline across two services: the callee records source inbound', async () => {
-    const b = await startService('test/fixtures/relay-service.mjs', { OTEL_SERVICE_NAME: 'e2e-b', OTEL_EXPORTER_OTLP_ENDPOINT: stack.otlpHttpEndpoint, OTEL_BSP_SCHEDULE_DELAY: '200', LIFELINE_PROBE_PORT: '0', NEXT_URL: upstream.url }, ['--import', 'otel-lifeline/register']);
-    const a = await startService('test/fixtures/relay-service.mjs', { OTEL_SERVICE_NAME: 'e2e-a', OTEL_EXPORTER_OTLP_ENDPOINT: stack.otlpHttpEndpoint, OTEL_BSP_SCHEDULE_DELAY: '200', LIFELINE_PROBE_PORT: '0', NEXT_URL: b.url, TIMEOUT_MS: '3000' }, ['--import', 'otel-lifeline/register']);
+    const b = await startService(
+      'test/fixtures/relay-service.mjs',
+      {
+        OTEL_SERVICE_NAME: 'e2e-b',
+        OTEL_EXPORTER_OTLP_ENDPOINT: stack.otlpHttpEndpoint,
+        OTEL_BSP_SCHEDULE_DELAY: '200',
+        LIFELINE_PROBE_PORT: '0',
+        NEXT_URL: upstream.url,
+      },
+      ['--import', 'otel-lifeline/register'],
+    );
+    const a = await startService(
+      'test/fixtures/relay-service.mjs',
+      {
+        OTEL_SERVICE_NAME: 'e2e-a',
+        OTEL_EXPORTER_OTLP_ENDPOINT: stack.otlpHttpEndpoint,
+        OTEL_BSP_SCHEDULE_DELAY: '200',
+        LIFELINE_PROBE_PORT: '0',
+        NEXT_URL: b.url,
+        TIMEOUT_MS: '3000',
+      },
+      ['--import', 'otel-lifeline/register'],
+    );
     running.push(a, b);
     expect((await fetch(`${a.url}/go`)).status).toBe(200);
     const traces = await eventually(
@@ -155,9 +195,15 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
   });
 
   it('pino lines written in tick work carry the trace id Jaeger has', async () => {
-    const service = await example('examples/ticked-poller/server.mjs', 'e2e-ticked', { UPSTREAM_URL: `${upstream.url}/status`, LIFELINE_HEALTH_INTERVAL_MS: '300' });
+    const service = await example('examples/ticked-poller/server.mjs', 'e2e-ticked', {
+      UPSTREAM_URL: `${upstream.url}/status`,
+      LIFELINE_HEALTH_INTERVAL_MS: '300',
+    });
     const line = await eventually(
-      () => Promise.resolve(service.lines.map((l) => JSON.parse(l) as { msg?: string; trace_id?: string }).find((l) => l.msg === 'polled upstream')),
+      () =>
+        Promise.resolve(
+          service.lines.map((l) => JSON.parse(l) as { msg?: string; trace_id?: string }).find((l) => l.msg === 'polled upstream'),
+        ),
       (l) => l?.trace_id !== undefined,
     );
     const traceId = line?.trace_id ?? '';
@@ -170,16 +216,37 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
 
   it('a block past two intervals: the verdict the probes gave meanwhile is in Jaeger, saying where, linked to the watchdog span', async () => {
     // The block begins once the probe server is up (a block before it fails no probe: no verdict).
-    await example('test/fixtures/blocking-app.mjs', 'e2e-blocked-verdict', { BLOCK: 'busy', BLOCK_AFTER_MS: '3000', BLOCK_MS: '3000', LIFELINE_HEALTH_INTERVAL_MS: '1000', LIFELINE_WATCHDOG_THRESHOLD_MS: '300' });
+    await example('test/fixtures/blocking-app.mjs', 'e2e-blocked-verdict', {
+      BLOCK: 'busy',
+      BLOCK_AFTER_MS: '3000',
+      BLOCK_MS: '3000',
+      LIFELINE_HEALTH_INTERVAL_MS: '1000',
+      LIFELINE_WATCHDOG_THRESHOLD_MS: '300',
+    });
     const traces = await eventually(
-      () => findTraces(stack.queryUrl, 'e2e-blocked-verdict', { 'lifeline.event_loop.blocked_in': `crunchReport (${join(ROOT, 'test/fixtures/blocking-app.mjs')}:${String(blockingLine(join(ROOT, 'test/fixtures/blocking-app.mjs'), 'crunchReport'))})` }, 'health verdict: healthcheck'),
+      () =>
+        findTraces(
+          stack.queryUrl,
+          'e2e-blocked-verdict',
+          {
+            'lifeline.event_loop.blocked_in': `crunchReport (${join(ROOT, 'test/fixtures/blocking-app.mjs')}:${String(blockingLine(join(ROOT, 'test/fixtures/blocking-app.mjs'), 'crunchReport'))})`,
+          },
+          'health verdict: healthcheck',
+        ),
       (t) => t.length > 0,
     );
     const verdict = spansOf(traces).find((s) => s.operationName === 'health verdict: healthcheck') as JaegerSpan;
     expect(tag(verdict, 'otel.status_code')).toBe('ERROR');
     expect(Number(tag(verdict, 'lifeline.event_loop.blocked_ms'))).toBeGreaterThanOrEqual(2_000);
-    expect(String(tag(verdict, 'otel.status_description'))).toMatch(/^unhealthy: healthcheck \(event loop blocked for \d+\.\d s in crunchReport/);
-    const watchdogSpans = await findTraces(stack.queryUrl, 'e2e-blocked-verdict', { 'lifeline.event_loop.ongoing': 'true' }, 'event loop blocked');
+    expect(String(tag(verdict, 'otel.status_description'))).toMatch(
+      /^unhealthy: healthcheck \(event loop blocked for \d+\.\d s in crunchReport/,
+    );
+    const watchdogSpans = await findTraces(
+      stack.queryUrl,
+      'e2e-blocked-verdict',
+      { 'lifeline.event_loop.ongoing': 'true' },
+      'event loop blocked',
+    );
     const detected = spansOf(watchdogSpans).find((s) => s.operationName === 'event loop blocked');
     expect(verdict.references.map((r) => r.spanID)).toContain(detected?.spanID);
   });
@@ -192,23 +259,40 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
     ['atomics', 'waitForLock', true],
     ['fs', 'readSpool', false],
     ['forever', 'spinForever', true],
-  ])('a blocked event loop (%s): the watchdog span is found in Jaeger by the blocking function %s, with the stack, linked to the trace it blocked', async (block, fn, atDetection) => {
-    const service = await example('test/fixtures/blocking-app.mjs', `e2e-blocked-${block}`, { BLOCK: block, BLOCK_MS: '1500', REGEX_LENGTH: '25', LIFELINE_WATCHDOG_THRESHOLD_MS: '300' });
-    const traces = await eventually(
-      () => findTraces(stack.queryUrl, `e2e-blocked-${block}`, { 'code.function.name': fn, 'lifeline.event_loop.ongoing': String(atDetection) }, 'event loop blocked'),
-      (t) => t.length > 0,
-    );
-    // Blocked until killed: the span was in Jaeger while the loop was still stuck.
-    if (block === 'forever') await service.kill('SIGKILL');
-    const span = spansOf(traces).find((s) => s.operationName === 'event loop blocked') as JaegerSpan;
-    expect(tag(span, 'otel.status_code')).toBe('ERROR');
-    expect(tag(span, 'code.file.path')).toBe(join(ROOT, 'test/fixtures/blocking-app.mjs'));
-    expect(Number(tag(span, 'lifeline.event_loop.blocked_ms'))).toBeGreaterThanOrEqual(300);
-    expect(JSON.stringify(span.logs)).toContain(`at ${fn} (`);
-    const appTrace = await eventually(
-      () => Promise.resolve((JSON.parse(service.lines.find((l) => l.includes('"blockStartedAt"')) ?? '{}') as { blockTraceId?: string }).blockTraceId),
-      (id) => id !== undefined,
-    );
-    expect(span.references.map((r) => r.traceID)).toContain(appTrace);
-  });
+  ])(
+    'a blocked event loop (%s): the watchdog span is found in Jaeger by the blocking function %s, with the stack, linked to the trace it blocked',
+    async (block, fn, atDetection) => {
+      const service = await example('test/fixtures/blocking-app.mjs', `e2e-blocked-${block}`, {
+        BLOCK: block,
+        BLOCK_MS: '1500',
+        REGEX_LENGTH: '25',
+        LIFELINE_WATCHDOG_THRESHOLD_MS: '300',
+      });
+      const traces = await eventually(
+        () =>
+          findTraces(
+            stack.queryUrl,
+            `e2e-blocked-${block}`,
+            { 'code.function.name': fn, 'lifeline.event_loop.ongoing': String(atDetection) },
+            'event loop blocked',
+          ),
+        (t) => t.length > 0,
+      );
+      // Blocked until killed: the span was in Jaeger while the loop was still stuck.
+      if (block === 'forever') await service.kill('SIGKILL');
+      const span = spansOf(traces).find((s) => s.operationName === 'event loop blocked') as JaegerSpan;
+      expect(tag(span, 'otel.status_code')).toBe('ERROR');
+      expect(tag(span, 'code.file.path')).toBe(join(ROOT, 'test/fixtures/blocking-app.mjs'));
+      expect(Number(tag(span, 'lifeline.event_loop.blocked_ms'))).toBeGreaterThanOrEqual(300);
+      expect(JSON.stringify(span.logs)).toContain(`at ${fn} (`);
+      const appTrace = await eventually(
+        () =>
+          Promise.resolve(
+            (JSON.parse(service.lines.find((l) => l.includes('"blockStartedAt"')) ?? '{}') as { blockTraceId?: string }).blockTraceId,
+          ),
+        (id) => id !== undefined,
+      );
+      expect(span.references.map((r) => r.traceID)).toContain(appTrace);
+    },
+  );
 });

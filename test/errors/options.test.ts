@@ -14,7 +14,9 @@ describe('numeric options: one rule, one message', () => {
       [undefined, /^invalid interval: undefined /],
     ];
     for (const [value, message] of cases) {
-      expect(() => numberOption('interval', value, { min: 0, above: true, max: MAX_TIMER_MS, unit: 'ms' })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION', message: expect.stringMatching(message) as string }));
+      expect(() => numberOption('interval', value, { min: 0, above: true, max: MAX_TIMER_MS, unit: 'ms' })).toThrow(
+        expect.objectContaining({ code: 'ERR_INVALID_OPTION', message: expect.stringMatching(message) as string }),
+      );
     }
     expect(() => numberOption('buffer', 1.5, { min: 1, integer: true })).toThrow(/^invalid buffer: 1\.5 \(expected an integer ≥ 1\)$/);
     expect(numberOption('port', 0, { min: 0, max: 65_535, integer: true })).toBe(0);
@@ -22,10 +24,12 @@ describe('numeric options: one rule, one message', () => {
 
   it('timer options stop at what a timer can wait (a longer one would fire at once)', () => {
     expect(() => new Health({ interval: MAX_TIMER_MS + 1 })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
-    expect(() => startWatchdog({ thresholdMs: MAX_TIMER_MS + 1, exportSpans: false })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    expect(() => startWatchdog({ thresholdMs: MAX_TIMER_MS + 1, exportSpans: false })).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION' }),
+    );
   });
 
-  it('errorText: an error\'s message, a thrown string, else only the type (never an object\'s contents)', () => {
+  it("errorText: an error's message, a thrown string, else only the type (never an object's contents)", () => {
     expect(errorText(new Error('boom'))).toBe('boom');
     expect(errorText('plain')).toBe('plain');
     expect(errorText({ password: 'x' })).toBe('object');

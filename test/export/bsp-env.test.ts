@@ -15,7 +15,17 @@ function capture(): { logger: Logger; warnings: string[] } {
 describe('OTEL_BSP_* (issue 12 item 4)', () => {
   it('passes valid values on', () => {
     const { logger, warnings } = capture();
-    expect(batchTuningFromEnv({ OTEL_BSP_MAX_QUEUE_SIZE: '4096', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: ' 1024 ', OTEL_BSP_SCHEDULE_DELAY: '0', OTEL_BSP_EXPORT_TIMEOUT: '2147483647' }, logger)).toEqual({
+    expect(
+      batchTuningFromEnv(
+        {
+          OTEL_BSP_MAX_QUEUE_SIZE: '4096',
+          OTEL_BSP_MAX_EXPORT_BATCH_SIZE: ' 1024 ',
+          OTEL_BSP_SCHEDULE_DELAY: '0',
+          OTEL_BSP_EXPORT_TIMEOUT: '2147483647',
+        },
+        logger,
+      ),
+    ).toEqual({
       maxQueueSize: 4096,
       maxExportBatchSize: 1024,
       scheduledDelayMillis: 0,
@@ -54,7 +64,9 @@ describe('OTEL_BSP_* (issue 12 item 4)', () => {
     const { logger, warnings } = capture();
     expect(batchTuningFromEnv({ OTEL_BSP_MAX_QUEUE_SIZE: '100' }, logger)).toEqual({ maxQueueSize: 100, maxExportBatchSize: 100 });
     expect(warnings).toEqual([]);
-    expect(batchTuningFromEnv({ OTEL_BSP_MAX_QUEUE_SIZE: '1000', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '2000' }, logger)).toEqual({ maxQueueSize: 1000 });
+    expect(batchTuningFromEnv({ OTEL_BSP_MAX_QUEUE_SIZE: '1000', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '2000' }, logger)).toEqual({
+      maxQueueSize: 1000,
+    });
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain('OTEL_BSP_MAX_EXPORT_BATCH_SIZE');
   });
@@ -77,18 +89,42 @@ describe('OTEL_BSP_* (issue 12 item 4)', () => {
     const child = spawn(process.execPath, ['--import', 'otel-lifeline/register', '--input-type=module', '-e', source], {
       cwd: ROOT,
       // A closed port: the flush fails fast; what matters is that it ends.
-      env: { ...process.env, LIFELINE_PROBE_PORT: '0', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_EXPORTER_OTLP_TIMEOUT: '500', OTEL_BSP_SCHEDULE_DELAY: '60000', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '0' },
+      env: {
+        ...process.env,
+        LIFELINE_PROBE_PORT: '0',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9',
+        OTEL_EXPORTER_OTLP_TIMEOUT: '500',
+        OTEL_BSP_SCHEDULE_DELAY: '60000',
+        OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '0',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
     const lines = createInterface({ input: child.stdout });
-    const up = new Promise((resolve) => lines.on('line', (line) => { stdout += `${line}\n`; if (line === 'up') resolve(undefined); }));
-    const exited = new Promise<{ signal: NodeJS.Signals | null; at: number }>((resolve) => child.once('exit', (_code, signal) => { resolve({ signal, at: Date.now() }); }));
+    const up = new Promise((resolve) =>
+      lines.on('line', (line) => {
+        stdout += `${line}\n`;
+        if (line === 'up') resolve(undefined);
+      }),
+    );
+    const exited = new Promise<{ signal: NodeJS.Signals | null; at: number }>((resolve) =>
+      child.once('exit', (_code, signal) => {
+        resolve({ signal, at: Date.now() });
+      }),
+    );
     try {
       await up;
       const signalled = Date.now();
       child.kill('SIGTERM');
-      const exit = await Promise.race([exited, new Promise<undefined>((resolve) => setTimeout(() => { resolve(undefined); }, 10_000))]);
+      const exit = await Promise.race([
+        exited,
+        new Promise<undefined>((resolve) =>
+          setTimeout(() => {
+            resolve(undefined);
+          }, 10_000),
+        ),
+      ]);
       expect(exit).toBeDefined();
       expect(exit?.signal).toBe('SIGTERM');
       expect((exit?.at ?? Infinity) - signalled).toBeLessThan(5_000);

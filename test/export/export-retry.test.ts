@@ -15,7 +15,16 @@ describe('a collector that is down for a while', () => {
     const port = await freePort(); // nothing listens yet: every export is refused
     const app = await startService(
       'test/fixtures/span-emitter.mjs',
-      { OTEL_SERVICE_NAME: 'retry', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${String(port)}`, OTEL_BSP_SCHEDULE_DELAY: '50', OTEL_EXPORTER_OTLP_TIMEOUT: '300', LIFELINE_PROBE_PORT: '0', SPANS: '50', SPAN_EVERY_MS: '20' },
+      {
+        OTEL_SERVICE_NAME: 'retry',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${String(port)}`,
+        OTEL_BSP_SCHEDULE_DELAY: '50',
+        OTEL_EXPORTER_OTLP_TIMEOUT: '300',
+        LIFELINE_PROBE_PORT: '0',
+        SPANS: '50',
+        SPAN_EVERY_MS: '20',
+      },
       ['--import', 'otel-lifeline/register'],
     );
     try {
@@ -44,11 +53,21 @@ describe('spans ended in tick work', () => {
     const receiver = await otlpReceiver(0);
     const app = await startService(
       'test/fixtures/collector-service.mjs',
-      { OTEL_SERVICE_NAME: 'ticks', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY: '50', LIFELINE_HEALTH_INTERVAL_MS: '100', LIFELINE_PROBE_PORT: '0', LIFELINE_LOG_LEVEL: 'warn', PORT: '0' },
+      {
+        OTEL_SERVICE_NAME: 'ticks',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        OTEL_BSP_SCHEDULE_DELAY: '50',
+        LIFELINE_HEALTH_INTERVAL_MS: '100',
+        LIFELINE_PROBE_PORT: '0',
+        LIFELINE_LOG_LEVEL: 'warn',
+        PORT: '0',
+      },
       ['--import', 'otel-lifeline/register'],
     );
     try {
-      const ticks = (all: { name: string; service: string }[]) => all.filter((s) => s.service === 'ticks' && s.name === 'tick poller').length;
+      const ticks = (all: { name: string; service: string }[]) =>
+        all.filter((s) => s.service === 'ticks' && s.name === 'tick poller').length;
       await receiver.waitFor((all) => ticks(all) >= 30, 15_000);
       expect(app.stdout()).not.toContain('cannot be exported');
     } finally {
@@ -66,7 +85,14 @@ describe('RetryingExporter bounds', () => {
 
   it('keeps at most maxSpans for a collector that stays down, dropping (and counting) the oldest', async () => {
     const port = await freePort();
-    const retrying = new RetryingExporter(new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }), quiet, { maxSpans: 10, initialBackoffMs: 60_000 });
+    const retrying = new RetryingExporter(
+      new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }),
+      quiet,
+      {
+        maxSpans: 10,
+        initialBackoffMs: 60_000,
+      },
+    );
     const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: retrying })] });
     spansNamed(provider.getTracer('t'), 'down', 25);
     await eventually(() => retrying.dropped === 15);
@@ -83,7 +109,14 @@ describe('RetryingExporter bounds', () => {
 
   it('keeps at most maxBytes, however few the spans: big spans push the oldest out', async () => {
     const port = await freePort();
-    const retrying = new RetryingExporter(new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }), quiet, { maxBytes: 1_000_000, initialBackoffMs: 60_000 });
+    const retrying = new RetryingExporter(
+      new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }),
+      quiet,
+      {
+        maxBytes: 1_000_000,
+        initialBackoffMs: 60_000,
+      },
+    );
     const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: retrying })] });
     const tracer = provider.getTracer('t');
     const big = 'x'.repeat(100_000);
@@ -96,18 +129,31 @@ describe('RetryingExporter bounds', () => {
   });
 
   it('counts drops on the lifeline.export.dropped counter, by reason', async () => {
-    const reader = new PeriodicExportingMetricReader({ exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE), exportIntervalMillis: 3_600_000 });
+    const reader = new PeriodicExportingMetricReader({
+      exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE),
+      exportIntervalMillis: 3_600_000,
+    });
     const meters = new MeterProvider({ readers: [reader] });
     metrics.setGlobalMeterProvider(meters);
     const port = await freePort();
-    const retrying = new RetryingExporter(new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }), quiet, { maxSpans: 2, initialBackoffMs: 60_000 });
+    const retrying = new RetryingExporter(
+      new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }),
+      quiet,
+      {
+        maxSpans: 2,
+        initialBackoffMs: 60_000,
+      },
+    );
     const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: retrying })] });
     try {
       spansNamed(provider.getTracer('t'), 'down', 5);
       await eventually(() => retrying.dropped === 3);
       await provider.shutdown(); // the 2 still kept cannot be sent: dropped at shutdown
       const { resourceMetrics } = await reader.collect();
-      const points = resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics).filter((metric) => metric.descriptor.name === 'lifeline.export.dropped').flatMap((metric) => metric.dataPoints as { attributes: Record<string, unknown>; value: unknown }[]);
+      const points = resourceMetrics.scopeMetrics
+        .flatMap((scope) => scope.metrics)
+        .filter((metric) => metric.descriptor.name === 'lifeline.export.dropped')
+        .flatMap((metric) => metric.dataPoints as { attributes: Record<string, unknown>; value: unknown }[]);
       const byReason = Object.fromEntries(points.map((point) => [String(point.attributes.reason), point.value]));
       expect(byReason).toEqual({ buffer_full: 3, shutdown: 2 });
     } finally {
@@ -118,7 +164,14 @@ describe('RetryingExporter bounds', () => {
 
   it('a batch dropped for room while it was being sent does not take the next one with it: every span is sent, dropped or kept, once', async () => {
     const port = await freePort();
-    const retrying = new RetryingExporter(new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 2_000 }), quiet, { maxSpans: 2, initialBackoffMs: 60_000 });
+    const retrying = new RetryingExporter(
+      new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 2_000 }),
+      quiet,
+      {
+        maxSpans: 2,
+        initialBackoffMs: 60_000,
+      },
+    );
     const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: retrying })] });
     const tracer = provider.getTracer('t');
     spansNamed(tracer, 'first', 1); // refused: kept
@@ -154,7 +207,9 @@ describe('RetryingExporter bounds', () => {
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
-    const retrying = new RetryingExporter(new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces` }), quiet, { initialBackoffMs: 10 });
+    const retrying = new RetryingExporter(new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces` }), quiet, {
+      initialBackoffMs: 10,
+    });
     const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: retrying })] });
     try {
       spansNamed(provider.getTracer('t'), 'bad', 3);

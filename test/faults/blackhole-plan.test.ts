@@ -47,13 +47,21 @@ afterAll(async () => {
 /** The gRPC dependency: answers Hello at once (JSON messages). */
 async function startHelloServer(address: string): Promise<GrpcServer> {
   const grpc = createRequire(import.meta.url)('@grpc/grpc-js') as typeof Grpc;
-  const json = { requestSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)), requestDeserialize: (b: Buffer): unknown => JSON.parse(String(b)), responseSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)), responseDeserialize: (b: Buffer): unknown => JSON.parse(String(b)) };
+  const json = {
+    requestSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)),
+    requestDeserialize: (b: Buffer): unknown => JSON.parse(String(b)),
+    responseSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)),
+    responseDeserialize: (b: Buffer): unknown => JSON.parse(String(b)),
+  };
   const server = new grpc.Server();
-  server.addService({ Hello: { path: '/lifeline.Test/Hello', requestStream: false, responseStream: false, ...json } }, {
-    Hello: (_call: unknown, callback: Grpc.sendUnaryData<unknown>) => {
-      callback(null, { hello: 'world' });
+  server.addService(
+    { Hello: { path: '/lifeline.Test/Hello', requestStream: false, responseStream: false, ...json } },
+    {
+      Hello: (_call: unknown, callback: Grpc.sendUnaryData<unknown>) => {
+        callback(null, { hello: 'world' });
+      },
     },
-  });
+  );
   await new Promise<number>((resolve, reject) => {
     server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, port) => {
       if (error) reject(error);
@@ -114,7 +122,12 @@ async function probeFor(ms: number): Promise<{ statuses: number[]; failures: str
 /** Waits until /live answers 200 (at most 10 s). */
 async function untilLive(): Promise<void> {
   const deadline = Date.now() + 10_000;
-  while ((await fetch(`http://${host.ip}:${String(PROBE_PORT)}/live`, { signal: AbortSignal.timeout(1_000) }).then((r) => r.status, () => 0)) !== 200) {
+  while (
+    (await fetch(`http://${host.ip}:${String(PROBE_PORT)}/live`, { signal: AbortSignal.timeout(1_000) }).then(
+      (r) => r.status,
+      () => 0,
+    )) !== 200
+  ) {
     if (Date.now() > deadline) throw new Error('timed out waiting for /live to answer 200');
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
@@ -154,61 +167,84 @@ const CLIENTS = [
   { client: 'grpc', port: DEP_GRPC_PORT, recoveryMs: 30_000 },
 ] as const;
 
-describe.each(CLIENTS)(`blackhole plan ($client): dependency blackholed for ${FAULT_MS / 1_000} s, 500 ms interval`, { timeout: FAULT_MS + 70_000 }, ({ client, port, recoveryMs }) => {
-  /** Blackholes the dependency for FAULT_MS, checks probes and calls, lifts it, waits for recovery. */
-  async function blackholePhase(service: ReturnType<typeof startService>, label: string, alreadyUp = false): Promise<void> {
-    const DEP_PORT = port;
-    if (!alreadyUp) host.blackholeTo(host.localIp, DEP_PORT);
-    try {
-      const from = Date.now();
-      const { statuses, failures } = await probeFor(FAULT_MS);
-      const to = Date.now();
-      expect(statuses.length).toBeGreaterThan(FAULT_MS / 400);
-      // A red run explains itself: what failed, what the service said, its calls in the last seconds before.
-      const firstFailure = failures.length === 0 ? 0 : Date.parse(/at (\S+?):? /.exec(failures[0] ?? '')?.[1] ?? '');
-      const callsBefore = service.calls.filter((c) => c.ended >= firstFailure - 3_000 && c.started <= firstFailure).map((c) => JSON.stringify(c));
-      const around = failures.length === 0 ? [] : [...failures, ...service.stderr.join('').split('\n').slice(-20).map((line) => `[service] ${line}`), ...callsBefore];
-      expect(around, 'every /live answer during the fault was 200').toEqual([]);
-      const { count, worstLateMs, failedFast } = assertAllEndedByDeadline(service.calls, from, to);
-      host.liftTo(host.localIp, DEP_PORT);
-      const lifted = Date.now();
-      await until(() => service.calls.some((c) => c.started > to && c.outcome === 'ok'), recoveryMs, 'a successful call after the blackhole');
-      console.log(`${client} ${label}: ${statuses.length} probes all 200; ${count} calls ended by their deadline (${failedFast} failed fast, UNAVAILABLE), worst ${worstLateMs} ms after it; recovered ${Date.now() - lifted} ms after the lift`);
-    } finally {
+describe.each(CLIENTS)(
+  `blackhole plan ($client): dependency blackholed for ${FAULT_MS / 1_000} s, 500 ms interval`,
+  { timeout: FAULT_MS + 70_000 },
+  ({ client, port, recoveryMs }) => {
+    /** Blackholes the dependency for FAULT_MS, checks probes and calls, lifts it, waits for recovery. */
+    async function blackholePhase(service: ReturnType<typeof startService>, label: string, alreadyUp = false): Promise<void> {
+      const DEP_PORT = port;
+      if (!alreadyUp) host.blackholeTo(host.localIp, DEP_PORT);
       try {
-        host.liftTo(host.localIp, port);
-      } catch {
-        // already lifted
+        const from = Date.now();
+        const { statuses, failures } = await probeFor(FAULT_MS);
+        const to = Date.now();
+        expect(statuses.length).toBeGreaterThan(FAULT_MS / 400);
+        // A red run explains itself: what failed, what the service said, its calls in the last seconds before.
+        const firstFailure = failures.length === 0 ? 0 : Date.parse(/at (\S+?):? /.exec(failures[0] ?? '')?.[1] ?? '');
+        const callsBefore = service.calls
+          .filter((c) => c.ended >= firstFailure - 3_000 && c.started <= firstFailure)
+          .map((c) => JSON.stringify(c));
+        const around =
+          failures.length === 0
+            ? []
+            : [
+                ...failures,
+                ...service.stderr
+                  .join('')
+                  .split('\n')
+                  .slice(-20)
+                  .map((line) => `[service] ${line}`),
+                ...callsBefore,
+              ];
+        expect(around, 'every /live answer during the fault was 200').toEqual([]);
+        const { count, worstLateMs, failedFast } = assertAllEndedByDeadline(service.calls, from, to);
+        host.liftTo(host.localIp, DEP_PORT);
+        const lifted = Date.now();
+        await until(
+          () => service.calls.some((c) => c.started > to && c.outcome === 'ok'),
+          recoveryMs,
+          'a successful call after the blackhole',
+        );
+        console.log(
+          `${client} ${label}: ${statuses.length} probes all 200; ${count} calls ended by their deadline (${failedFast} failed fast, UNAVAILABLE), worst ${worstLateMs} ms after it; recovered ${Date.now() - lifted} ms after the lift`,
+        );
+      } finally {
+        try {
+          host.liftTo(host.localIp, port);
+        } catch {
+          // already lifted
+        }
       }
     }
-  }
 
-  it('(a) before any connection exists (connect phase): liveness 200 throughout, every call ends at its deadline, recovers', async () => {
-    // The blackhole goes up before the service starts: its first connect already meets it.
-    host.blackholeTo(host.localIp, port);
-    const service = startService({ CLIENT: client });
-    try {
-      await until(() => service.calls.length > 0, 10_000, 'the first call');
-      // A component is unhealthy until a round sees it take a tick: the first call ends at its
-      // deadline, the same instant as that round, which may come a few ms after. The fault window
-      // starts once the service says it is healthy (CI probed in between and got that 503).
-      await untilLive();
-      await blackholePhase(service, 'connect phase', true);
-    } finally {
-      await service.stop();
-    }
-  });
+    it('(a) before any connection exists (connect phase): liveness 200 throughout, every call ends at its deadline, recovers', async () => {
+      // The blackhole goes up before the service starts: its first connect already meets it.
+      host.blackholeTo(host.localIp, port);
+      const service = startService({ CLIENT: client });
+      try {
+        await until(() => service.calls.length > 0, 10_000, 'the first call');
+        // A component is unhealthy until a round sees it take a tick: the first call ends at its
+        // deadline, the same instant as that round, which may come a few ms after. The fault window
+        // starts once the service says it is healthy (CI probed in between and got that 503).
+        await untilLive();
+        await blackholePhase(service, 'connect phase', true);
+      } finally {
+        await service.stop();
+      }
+    });
 
-  it('(b) mid-flight, on kept-alive connections: liveness 200 throughout, every call ends at its deadline, recovers', async () => {
-    const service = startService({ CLIENT: client });
-    try {
-      await until(() => service.calls.filter((c) => c.outcome === 'ok').length >= 3, 10_000, 'three successful calls');
-      await blackholePhase(service, 'mid-flight');
-    } finally {
-      await service.stop();
-    }
-  });
-});
+    it('(b) mid-flight, on kept-alive connections: liveness 200 throughout, every call ends at its deadline, recovers', async () => {
+      const service = startService({ CLIENT: client });
+      try {
+        await until(() => service.calls.filter((c) => c.outcome === 'ok').length >= 3, 10_000, 'three successful calls');
+        await blackholePhase(service, 'mid-flight');
+      } finally {
+        await service.stop();
+      }
+    });
+  },
+);
 
 describe('blackhole plan, contrast', { timeout: 40_000 }, () => {
   it('contrast: the same service without lifeline deadlines turns unhealthy under the blackhole', async () => {

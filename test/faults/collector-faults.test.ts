@@ -79,7 +79,9 @@ async function observe(ms: number): Promise<Sample[]> {
       () => 0,
     );
     const started = performance.now();
-    const memory = (await fetch(`http://${host.ip}:${APP_PORT}/`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.json())) as { heapUsed: number };
+    const memory = (await fetch(`http://${host.ip}:${APP_PORT}/`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.json())) as {
+      heapUsed: number;
+    };
     samples.push({ at: Date.now(), live, latencyMs: performance.now() - started, heapMb: memory.heapUsed / 2 ** 20 });
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -88,13 +90,22 @@ async function observe(ms: number): Promise<Sample[]> {
 
 async function tickSpansInJaeger(): Promise<Set<string>> {
   const traces = await findTraces(stack.queryUrl, 'collector-faults', {}, 'tick poller', 2_000);
-  return new Set(traces.flatMap((t) => t.spans.filter((s) => s.operationName === 'tick poller').map((s) => String(s.tags.find((tag) => tag.key === 'lifeline.health.tick')?.value))));
+  return new Set(
+    traces.flatMap((t) =>
+      t.spans
+        .filter((s) => s.operationName === 'tick poller')
+        .map((s) => String(s.tags.find((tag) => tag.key === 'lifeline.health.tick')?.value)),
+    ),
+  );
 }
 
 const summary = (samples: Sample[]) => ({
   probes: samples.length,
   notOk: samples.filter((s) => s.live !== 200).length,
-  p99: percentile(samples.map((s) => s.latencyMs).sort((a, b) => a - b), 0.99),
+  p99: percentile(
+    samples.map((s) => s.latencyMs).sort((a, b) => a - b),
+    0.99,
+  ),
   heapMax: Math.max(...samples.map((s) => s.heapMb)),
 });
 
@@ -147,6 +158,10 @@ describe('collector faults (issue 6): the service does not notice', { timeout: P
         `tick spans lost: ${lostIn(killedFrom, killedTo)} of ${issuedIn(killedFrom, killedTo)} while killed, ${lostIn(blackholedFrom, blackholedTo)} of ${issuedIn(blackholedFrom, blackholedTo)} while blackholed, ${missing().filter(heldByCollector).length} accepted by the collector in its last ${COLLECTOR_HELD_MS} ms (lost with it), ${lostIn(0, killedFrom - COLLECTOR_HELD_MS) + lostIn(killedTo + 1, blackholedFrom - 1) + lostIn(blackholedTo + 1, Date.now())} otherwise`,
       ].join('\n'),
     );
-    expect(missing().filter((t) => !heldByCollector(t)).map((t) => t.tick)).toEqual([]);
+    expect(
+      missing()
+        .filter((t) => !heldByCollector(t))
+        .map((t) => t.tick),
+    ).toEqual([]);
   });
 });

@@ -2,7 +2,15 @@ import { once } from 'node:events';
 import { SpanStatusCode } from '@opentelemetry/api';
 import * as undici from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DeadlineSpanProcessor, installDeadlineDispatcher, installHttpDeadlines, isDeadlineExceeded, withDeadline, type InstalledDeadlineDispatcher, type InstalledHttpDeadlines } from '../../src/index.js';
+import {
+  DeadlineSpanProcessor,
+  installDeadlineDispatcher,
+  installHttpDeadlines,
+  isDeadlineExceeded,
+  withDeadline,
+  type InstalledDeadlineDispatcher,
+  type InstalledHttpDeadlines,
+} from '../../src/index.js';
 import { CLIENTS as ALL_CLIENTS, lateness } from '../support/clients.js';
 import { instrumentedUndici } from '../support/instrumented.js';
 import { ROOT } from '../support/node.js';
@@ -53,7 +61,9 @@ describe('a blackholed connect (iptables DROP in a test namespace) ends at the d
     exporter.reset();
     try {
       const at = Date.now() + 300;
-      const error = await withDeadline(at, () => call(`http://${host.ip}:${PORT}/${client.replace(/\W/g, '')}`)).catch((err: unknown) => err);
+      const error = await withDeadline(at, () => call(`http://${host.ip}:${PORT}/${client.replace(/\W/g, '')}`)).catch(
+        (err: unknown) => err,
+      );
       const late = Date.now() - at;
       expect(isDeadlineExceeded(error)).toBe(true);
       expect(late).toBeGreaterThanOrEqual(0);

@@ -8,7 +8,13 @@ const health = new Health();
 
 beforeAll(async () => {
   host = createTestHost();
-  probe = await startProbeServer({ health, host: '0.0.0.0', port: 0, debugDiagnostics: true, logger: { warn: () => undefined, info: () => undefined, debug: () => undefined } });
+  probe = await startProbeServer({
+    health,
+    host: '0.0.0.0',
+    port: 0,
+    debugDiagnostics: true,
+    logger: { warn: () => undefined, info: () => undefined, debug: () => undefined },
+  });
 });
 afterAll(async () => {
   await probe.close();
@@ -18,7 +24,10 @@ afterAll(async () => {
 
 /** Fetches `url` from inside the test host (another network namespace): a non-loopback client. */
 async function fetchFromHost(url: string): Promise<number> {
-  const child = host.spawn(process.execPath, ['-e', `fetch(${JSON.stringify(url)}).then((r) => console.log(r.status), (e) => console.log('error', e.cause?.code ?? e.message))`]);
+  const child = host.spawn(process.execPath, [
+    '-e',
+    `fetch(${JSON.stringify(url)}).then((r) => console.log(r.status), (e) => console.log('error', e.cause?.code ?? e.message))`,
+  ]);
   let out = '';
   child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
   await new Promise((resolve) => child.on('close', resolve));

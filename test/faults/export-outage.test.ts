@@ -54,7 +54,7 @@ describe('a collector unreachable for long', { timeout: OUTAGE_MS + 60_000 }, ()
         `collector unreachable ${String(OUTAGE_MS / 1_000)} s, ${String(samples.at(-1)?.spans ?? 0)} spans of 32 KiB (${offered.toFixed(0)} MiB) ended: heap after GC ${(start / MB).toFixed(1)} MB at start, ${(firstSettled / MB).toFixed(1)} MB at 10 s, max ${(heapMax / MB).toFixed(1)} MB, last fifth max ${(Math.max(...lastFifth.map((s) => s.heapUsed)) / MB).toFixed(1)} MB; RSS last ${((samples.at(-1)?.rss ?? 0) / MB).toFixed(0)} MB`,
       );
       expect(settled.length).toBeGreaterThan(5);
-      expect(offered).toBeGreaterThan(10 * BUFFER_BYTES / MB); // far more than the buffer holds went by
+      expect(offered).toBeGreaterThan((10 * BUFFER_BYTES) / MB); // far more than the buffer holds went by
       // The buffer's bytes, the batch processor's queue in flight, and V8's slack: nowhere near what was offered.
       expect(heapMax - start).toBeLessThan(2 * BUFFER_BYTES + 32 * MB);
       expect(Math.max(...lastFifth.map((s) => s.heapUsed))).toBeLessThan(firstSettled + 8 * MB);

@@ -25,8 +25,14 @@ describe('SIGTERM under load (issue 6: shutdown)', () => {
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    const exited = new Promise<{ signal: NodeJS.Signals | null; at: number }>((resolve) => child.once('exit', (_code, signal) => { resolve({ signal, at: Date.now() }); }));
-    const { port } = JSON.parse(await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve))) as { port: number };
+    const exited = new Promise<{ signal: NodeJS.Signals | null; at: number }>((resolve) =>
+      child.once('exit', (_code, signal) => {
+        resolve({ signal, at: Date.now() });
+      }),
+    );
+    const { port } = JSON.parse(await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once('line', resolve))) as {
+      port: number;
+    };
     const agent = new Agent({ connections: 20 });
     let completed = 0;
     let stopLoad = false;
@@ -88,7 +94,9 @@ describe('SIGTERM under load (issue 6: shutdown)', () => {
       expect(exit.signal).toBe('SIGTERM');
       expect(exit.at - signalled).toBeLessThan(5_000 + 1_000); // shutdownTimeoutMs + margin
       // The service's own server spans (its in-process upstream has server spans too).
-      const serverSpans = receiver.spans.filter((s) => s.service === 'load' && s.kind === SERVER && (s.attributes['server.port'] ?? s.attributes['net.host.port']) === port).length;
+      const serverSpans = receiver.spans.filter(
+        (s) => s.service === 'load' && s.kind === SERVER && (s.attributes['server.port'] ?? s.attributes['net.host.port']) === port,
+      ).length;
       // Every request answered before the signal had ended its span: all of those were exported.
       expect(serverSpans).toBeGreaterThanOrEqual(completedBeforeSignal);
       // The app's server stopped taking requests and let those in flight finish before the last

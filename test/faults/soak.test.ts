@@ -22,16 +22,22 @@ beforeAll(async () => {
   host = createTestHost();
   dependency = createServer((_req, res) => res.end('ok'));
   await new Promise<void>((resolve) => dependency.listen(DEP_PORT, host.localIp, resolve));
-  service = host.spawn(process.execPath, ['--expose-gc', '--import', 'otel-lifeline/register', `${ROOT}/test/fixtures/blackhole-service.mjs`], {
-    DEP_URL: `http://${host.localIp}:${DEP_PORT}/status`,
-    STATS_PORT: String(STATS_PORT),
-    LIFELINE_HEALTH_INTERVAL_MS: '500',
-    LIFELINE_PROBE_HOST: '0.0.0.0',
-    LIFELINE_PROBE_PORT: String(PROBE_PORT),
-    LIFELINE_LOG_LEVEL: 'warn',
-    OTEL_TRACES_EXPORTER: 'none',
-  });
-  createInterface({ input: service.stdout as NodeJS.ReadableStream }).on('line', (line) => calls.push(JSON.parse(line) as { outcome: string }));
+  service = host.spawn(
+    process.execPath,
+    ['--expose-gc', '--import', 'otel-lifeline/register', `${ROOT}/test/fixtures/blackhole-service.mjs`],
+    {
+      DEP_URL: `http://${host.localIp}:${DEP_PORT}/status`,
+      STATS_PORT: String(STATS_PORT),
+      LIFELINE_HEALTH_INTERVAL_MS: '500',
+      LIFELINE_PROBE_HOST: '0.0.0.0',
+      LIFELINE_PROBE_PORT: String(PROBE_PORT),
+      LIFELINE_LOG_LEVEL: 'warn',
+      OTEL_TRACES_EXPORTER: 'none',
+    },
+  );
+  createInterface({ input: service.stdout as NodeJS.ReadableStream }).on('line', (line) =>
+    calls.push(JSON.parse(line) as { outcome: string }),
+  );
   // The watchdog (threshold 500 ms here) logs every block it sees: a healthy loop has none.
   createInterface({ input: service.stderr as NodeJS.ReadableStream }).on('line', (line) => {
     if (line.includes('lifeline: event loop blocked')) blocks.push(line);

@@ -31,7 +31,11 @@ afterAll(async () => {
 });
 
 /** The gRPC client span of `method`, once it has ended. */
-const grpcClientSpan = (method: string) => endedClientSpan(() => exporter.getFinishedSpans(), (s) => s.attributes['rpc.system'] === 'grpc' && s.attributes['rpc.method'] === method);
+const grpcClientSpan = (method: string) =>
+  endedClientSpan(
+    () => exporter.getFinishedSpans(),
+    (s) => s.attributes['rpc.system'] === 'grpc' && s.attributes['rpc.method'] === method,
+  );
 
 describe('gRPC clients (grpc-js) under a deadline', () => {
   it.each([
@@ -52,7 +56,20 @@ describe('gRPC clients (grpc-js) under a deadline', () => {
   it('a TLS handshake that never completes: DEADLINE_EXCEEDED at the deadline', async () => {
     const silent = await stallsHandshake();
     const grpc = createRequire(import.meta.url)('@grpc/grpc-js') as typeof Grpc;
-    const Client = grpc.makeGenericClientConstructor({ Hello: { path: '/lifeline.Test/Hello', requestStream: false, responseStream: false, requestSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)), requestDeserialize: (b: Buffer): unknown => JSON.parse(String(b)), responseSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)), responseDeserialize: (b: Buffer): unknown => JSON.parse(String(b)) } }, 'Test');
+    const Client = grpc.makeGenericClientConstructor(
+      {
+        Hello: {
+          path: '/lifeline.Test/Hello',
+          requestStream: false,
+          responseStream: false,
+          requestSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)),
+          requestDeserialize: (b: Buffer): unknown => JSON.parse(String(b)),
+          responseSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)),
+          responseDeserialize: (b: Buffer): unknown => JSON.parse(String(b)),
+        },
+      },
+      'Test',
+    );
     const client = new Client(`127.0.0.1:${String(silent.port)}`, grpc.credentials.createSsl()) as GrpcService['client'];
     try {
       const { error, lateMs } = await lateness(300, () => unary(client, 'Hello', {}));
@@ -67,7 +84,9 @@ describe('gRPC clients (grpc-js) under a deadline', () => {
 
   it("keeps the caller's own earlier gRPC deadline", async () => {
     const started = Date.now();
-    const error = await withTimeout(5_000, () => unary(service.client, 'Stall', {}, { deadline: Date.now() + 200 })).catch((e: unknown) => e);
+    const error = await withTimeout(5_000, () => unary(service.client, 'Stall', {}, { deadline: Date.now() + 200 })).catch(
+      (e: unknown) => e,
+    );
     expect(isDeadlineExceeded(error)).toBe(true);
     expect(Date.now() - started).toBeLessThan(1_000);
   });
@@ -88,7 +107,10 @@ describe('gRPC servers', () => {
   });
 
   it('clamp an inbound budget to maxInboundMs, as for HTTP', async () => {
-    const seen = (await unary(service.client, 'Deadline', {}, { deadline: Date.now() + 600_000 })) as { at?: number; source: string | null };
+    const seen = (await unary(service.client, 'Deadline', {}, { deadline: Date.now() + 600_000 })) as {
+      at?: number;
+      source: string | null;
+    };
     expect(seen.source).toBe('inbound');
     expect((seen.at ?? 0) - Date.now()).toBeLessThanOrEqual(10_000);
     expect((seen.at ?? 0) - Date.now()).toBeGreaterThan(9_000);
@@ -96,8 +118,15 @@ describe('gRPC servers', () => {
 
   it("run the app's handler with the app's own object as `this` (its #private fields work)", async () => {
     const grpc = createRequire(import.meta.url)('@grpc/grpc-js') as typeof Grpc;
-    const json = { requestSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)), requestDeserialize: (b: Buffer): unknown => JSON.parse(String(b)), responseSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)), responseDeserialize: (b: Buffer): unknown => JSON.parse(String(b)) };
-    const definition = { Count: { path: '/lifeline.Test/Count', requestStream: false, responseStream: false, ...json } } as unknown as Grpc.ServiceDefinition;
+    const json = {
+      requestSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)),
+      requestDeserialize: (b: Buffer): unknown => JSON.parse(String(b)),
+      responseSerialize: (v: unknown) => Buffer.from(JSON.stringify(v)),
+      responseDeserialize: (b: Buffer): unknown => JSON.parse(String(b)),
+    };
+    const definition = {
+      Count: { path: '/lifeline.Test/Count', requestStream: false, responseStream: false, ...json },
+    } as unknown as Grpc.ServiceDefinition;
     class Counter {
       #count = 0;
       Count(_call: unknown, callback: Grpc.sendUnaryData<unknown>): void {

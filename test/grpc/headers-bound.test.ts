@@ -38,7 +38,11 @@ afterAll(async () => {
 });
 
 /** The gRPC client span of `method`, once it has ended. */
-const grpcClientSpan = (method: string) => endedClientSpan(() => exporter.getFinishedSpans(), (s) => s.attributes['rpc.system'] === 'grpc' && s.attributes['rpc.method'] === method);
+const grpcClientSpan = (method: string) =>
+  endedClientSpan(
+    () => exporter.getFinishedSpans(),
+    (s) => s.attributes['rpc.system'] === 'grpc' && s.attributes['rpc.method'] === method,
+  );
 
 describe('gRPC unary calls nothing else bounds', () => {
   it('no response: DEADLINE_EXCEEDED at the headers bound, recognised, on the client span with source headers', async () => {

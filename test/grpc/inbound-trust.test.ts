@@ -19,7 +19,11 @@ const json = {
   responseDeserialize: (bytes: Buffer): unknown => JSON.parse(bytes.toString()),
 };
 const definition = { Deadline: { path: '/lifeline.Trust/Deadline', requestStream: false, responseStream: false, ...json } };
-interface Seen { at?: number; source: string | null; peer: string }
+interface Seen {
+  at?: number;
+  source: string | null;
+  peer: string;
+}
 
 const instrumentation = new GrpcDeadlineInstrumentation();
 let grpc: typeof Grpc;
@@ -36,13 +40,19 @@ afterAll(() => {
 });
 
 /** A server added under `options`, on `host`; `undefined` when that address is not available here. */
-async function serverWith(options: { trustInbound?: TrustInbound; minInboundMs?: number; maxInboundMs?: number }, host = '127.0.0.1'): Promise<GrpcService['client'] | undefined> {
+async function serverWith(
+  options: { trustInbound?: TrustInbound; minInboundMs?: number; maxInboundMs?: number },
+  host = '127.0.0.1',
+): Promise<GrpcService['client'] | undefined> {
   instrumentation.setConfig(options);
   const server = new grpc.Server();
   server.addService(definition, {
     Deadline: (call: Grpc.ServerUnaryCall<unknown, unknown>, callback: Grpc.sendUnaryData<unknown>) => {
       const deadline = currentDeadline();
-      callback(null, { ...(deadline === undefined ? { source: null } : { at: deadline.at, source: deadline.source }), peer: call.getPeer() });
+      callback(null, {
+        ...(deadline === undefined ? { source: null } : { at: deadline.at, source: deadline.source }),
+        peer: call.getPeer(),
+      });
     },
   });
   const address = host.includes(':') ? `[${host}]` : host;
@@ -112,7 +122,9 @@ describe('gRPC servers: whose grpc-timeout a handler obeys', () => {
 
   it('a malformed CIDR is rejected before anything is patched, naming the option', () => {
     expect(() => new GrpcDeadlineInstrumentation({ trustInbound: ['fd00::/129'], enabled: false })).toThrow(LifelineError);
-    expect(() => new GrpcDeadlineInstrumentation({ trustInbound: ['10.0.0.0/8', '300.0.0.1'], enabled: false })).toThrow(/invalid trustInbound\[1\]: "300.0.0.1"/);
+    expect(() => new GrpcDeadlineInstrumentation({ trustInbound: ['10.0.0.0/8', '300.0.0.1'], enabled: false })).toThrow(
+      /invalid trustInbound\[1\]: "300.0.0.1"/,
+    );
     expect(() => new GrpcDeadlineInstrumentation({ minInboundMs: 10, maxInboundMs: 5, enabled: false })).toThrow(/invalid minInboundMs/);
   });
 });

@@ -145,7 +145,11 @@ describe('Health catalog (README: Concepts)', () => {
   it('names are unique per catalog', () => {
     const health = catalog();
     health.registerLiveness('dup');
-    for (const register of [() => health.registerLiveness('dup'), () => health.registerReadiness('dup'), () => health.registerStartup('dup')]) {
+    for (const register of [
+      () => health.registerLiveness('dup'),
+      () => health.registerReadiness('dup'),
+      () => health.registerStartup('dup'),
+    ]) {
       expect(register).toThrow(expect.objectContaining({ name: 'LifelineError', code: 'ERR_DUPLICATE_COMPONENT' }));
     }
     // Another catalog is another namespace.
@@ -182,7 +186,9 @@ describe('Health catalog (README: Concepts)', () => {
   it('empty, blank and reserved names are invalid options', () => {
     const health = catalog();
     for (const name of ['', '   ', 'healthcheck', 42 as unknown as string]) {
-      expect(() => health.registerLiveness(name)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION', message: expect.stringContaining('name') }));
+      expect(() => health.registerLiveness(name)).toThrow(
+        expect.objectContaining({ code: 'ERR_INVALID_OPTION', message: expect.stringContaining('name') }),
+      );
     }
   });
 
@@ -288,6 +294,8 @@ describe('Health catalog (README: Concepts)', () => {
   });
 
   it('status() rejects an unknown probe', () => {
-    expect(() => catalog().status('alive' as 'live')).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION', message: expect.stringContaining('"alive"') }));
+    expect(() => catalog().status('alive' as 'live')).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_OPTION', message: expect.stringContaining('"alive"') }),
+    );
   });
 });

@@ -31,10 +31,11 @@ describe('ticks and handles under misuse', () => {
     const { provider, spans } = memoryTracing();
     const tick = catalog({ tracerProvider: provider }).registerLiveness('odd').take();
     const odd: unknown = Object.create(null);
-    expect(() => { tick?.run(() => {
+    expect(() => {
+      tick?.run(() => {
         throw odd;
-      }); },
-    ).toThrow();
+      });
+    }).toThrow();
     expect(spans()[0]?.status.code).toBe(SpanStatusCode.ERROR);
   });
 

@@ -44,8 +44,14 @@ describe('tick spans (README: Concepts)', () => {
 
   it('records the probe kind of readiness and startup components', () => {
     const { health, spans } = setup();
-    health.registerReadiness('r').take()?.run(() => 0);
-    health.registerStartup('s').take()?.run(() => 0);
+    health
+      .registerReadiness('r')
+      .take()
+      ?.run(() => 0);
+    health
+      .registerStartup('s')
+      .take()
+      ?.run(() => 0);
     expect(spans().map((s) => s.attributes['lifeline.health.probe'])).toEqual(['readiness', 'startup']);
   });
 
@@ -89,10 +95,11 @@ describe('tick spans (README: Concepts)', () => {
   it('a run that throws or rejects records the error and passes it on', async () => {
     const { health, spans } = setup();
     const h = health.registerLiveness('failing');
-    expect(() => { h.take()?.run(() => {
+    expect(() => {
+      h.take()?.run(() => {
         throw new Error('sync boom');
-      }); },
-    ).toThrow('sync boom');
+      });
+    }).toThrow('sync boom');
     await expect(h.take()?.run(() => Promise.reject(new Error('async boom')))).rejects.toThrow('async boom');
     expect(spans().map((s) => [s.status.code, s.status.message, s.events[0]?.name])).toEqual([
       [SpanStatusCode.ERROR, 'sync boom', 'exception'],

@@ -8,7 +8,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import type { Lifeline } from '../../src/sdk/index.js';
 import { lateness, type Client } from '../support/clients.js';
-import { answersOk, neverAnswers, selfSignedCertificate, serve, serveTls, stallsBody, stallsHandshake, type TestServer } from '../support/servers.js';
+import {
+  answersOk,
+  neverAnswers,
+  selfSignedCertificate,
+  serve,
+  serveTls,
+  stallsBody,
+  stallsHandshake,
+  type TestServer,
+} from '../support/servers.js';
 import { endedClientSpan, startInMemoryLifeline } from '../support/tracing.js';
 
 /**
@@ -52,7 +61,9 @@ beforeAll(async () => {
   servers.tlsBody = await serveTls(credentials, stallsBody);
   servers.handshake = await stallsHandshake();
   // Each client's abort path once, cold: the first abort in a process compiles its code paths.
-  await Promise.all(Object.values(CLIENTS).map((call) => withTimeout(20, () => call(`${servers.head?.url ?? ''}/warm-up`)).catch(() => undefined)));
+  await Promise.all(
+    Object.values(CLIENTS).map((call) => withTimeout(20, () => call(`${servers.head?.url ?? ''}/warm-up`)).catch(() => undefined)),
+  );
 });
 afterAll(async () => {
   await Promise.all(Object.values(servers).map((s) => s.close()));
@@ -62,7 +73,11 @@ afterAll(async () => {
 const underDeadline = (call: () => Promise<unknown>) => lateness(DEADLINE_MS, call);
 
 /** The client span of the call to `port`, once it has ended. */
-const clientSpan = (port: number | undefined) => endedClientSpan(() => exporter.getFinishedSpans(), (s) => s.attributes['server.port'] === port);
+const clientSpan = (port: number | undefined) =>
+  endedClientSpan(
+    () => exporter.getFinishedSpans(),
+    (s) => s.attributes['server.port'] === port,
+  );
 
 const HTTPS_CLIENTS = NODE_HTTP_CLIENTS; // fetch and undici.request cannot trust a self-signed CA without a dispatcher of their own
 const cases: [client: string, phase: string, server: string, path: string][] = [
@@ -150,16 +165,18 @@ describe('a socket made asynchronously (a proxy tunnel, an agent-base agent)', (
     const agent = new SlowAgent();
     const events: string[] = [];
     try {
-      const { error, lateMs } = await lateness(DEADLINE_MS, () =>
-        new Promise((resolve, reject) => {
-          const request = httpRequest(`${head.url}/tunnel`, { agent }, resolve);
-          request.on('error', (e) => {
-            events.push('error');
-            reject(e);
-          });
-          request.on('close', () => events.push('close'));
-          request.end();
-        }),
+      const { error, lateMs } = await lateness(
+        DEADLINE_MS,
+        () =>
+          new Promise((resolve, reject) => {
+            const request = httpRequest(`${head.url}/tunnel`, { agent }, resolve);
+            request.on('error', (e) => {
+              events.push('error');
+              reject(e);
+            });
+            request.on('close', () => events.push('close'));
+            request.end();
+          }),
       );
       expect(isDeadlineExceeded(error), String(error)).toBe(true);
       expect(lateMs).toBeLessThan(LATE_MS);

@@ -11,7 +11,16 @@ import { isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import type { Lifeline } from '../../src/sdk/index.js';
 import type { Client } from '../support/clients.js';
 import { expectDeadlineHeaderToInternalHosts, recordingServer } from '../support/deadline-header.js';
-import { answersAfter, loopbackLookup, neverAnswers, readsBody, serve, stallsHandshake, streamsFor, type TestServer } from '../support/servers.js';
+import {
+  answersAfter,
+  loopbackLookup,
+  neverAnswers,
+  readsBody,
+  serve,
+  stallsHandshake,
+  streamsFor,
+  type TestServer,
+} from '../support/servers.js';
 import { endedClientSpan, startInMemoryLifeline } from '../support/tracing.js';
 
 /**
@@ -66,7 +75,11 @@ afterAll(async () => {
 const url = (server: string, path: string, host = '127.0.0.1') => `http://${host}:${String(servers[server]?.port)}${path}`;
 
 /** The client span of the call to `port`, once it has ended. */
-const clientSpan = (port: number | undefined) => endedClientSpan(() => exporter.getFinishedSpans(), (s) => s.attributes['server.port'] === port);
+const clientSpan = (port: number | undefined) =>
+  endedClientSpan(
+    () => exporter.getFinishedSpans(),
+    (s) => s.attributes['server.port'] === port,
+  );
 
 const NAMES = ['global fetch', 'undici.request', 'node:http(s)', 'axios', 'got', 'node-fetch@2', '@aws-sdk/client-s3'];
 // Client spans are checked where OpenTelemetry's instrumentation gives them here: under startLifeline
@@ -126,7 +139,11 @@ describe.each(NAMES)('%s, nothing else bounding the call', (client) => {
 });
 
 /** The outcome of `call`: its value or its error, never a rejection. */
-const settle = (call: Promise<unknown>): Promise<unknown> => call.then((v) => v, (e: unknown) => e);
+const settle = (call: Promise<unknown>): Promise<unknown> =>
+  call.then(
+    (v) => v,
+    (e: unknown) => e,
+  );
 
 /** A readable that gives `chunks` chunks of 1 KiB, one every `everyMs`: an upload slower than the bound. */
 function slowBody(chunks: number, everyMs: number): Readable {
@@ -166,14 +183,19 @@ describe('node:http: what the headers bound counts', () => {
   });
 
   it('axios with a slowly streamed body: not cut', async () => {
-    const res = await axios.put<string>(url('upload', '/axios-put'), slowBody(CHUNKS, EVERY_MS), { responseType: 'text', headers: { 'content-type': 'application/octet-stream' } });
+    const res = await axios.put<string>(url('upload', '/axios-put'), slowBody(CHUNKS, EVERY_MS), {
+      responseType: 'text',
+      headers: { 'content-type': 'application/octet-stream' },
+    });
     expect(res.data).toBe(`ok ${String(CHUNKS * 1024)}`);
   });
 
   it('once the body is sent, a server that never answers is cut at the bound after it, as a deadline', async () => {
     const started = Date.now();
     let finishedAt = 0;
-    const error = await settle(slowPut(url('uploadStuck', '/put'), CHUNKS, EVERY_MS, (request) => request.on('finish', () => (finishedAt = Date.now()))));
+    const error = await settle(
+      slowPut(url('uploadStuck', '/put'), CHUNKS, EVERY_MS, (request) => request.on('finish', () => (finishedAt = Date.now()))),
+    );
     const failedAt = Date.now();
     expect(isDeadlineExceeded(error), String(error)).toBe(true);
     expect(finishedAt).toBeGreaterThan(0);
@@ -186,7 +208,11 @@ describe('node:http: what the headers bound counts', () => {
     const started = Date.now();
     const error = await settle(
       new Promise((resolve, reject) => {
-        const request = httpsRequest(`https://127.0.0.1:${String(servers.handshake?.port)}/`, { method: 'PUT', rejectUnauthorized: false }, resolve);
+        const request = httpsRequest(
+          `https://127.0.0.1:${String(servers.handshake?.port)}/`,
+          { method: 'PUT', rejectUnauthorized: false },
+          resolve,
+        );
         request.on('error', reject);
         request.end('body');
       }),

@@ -2,7 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { DeadlinePolicy } from '../../src/policy/index.js';
 import { installDeadlineDispatcher, LifelineError, type DeadlineRule } from '../../src/index.js';
 
-const attrs = { 'server.address': 'kubelet.local', 'server.port': 10_250, 'http.request.method': 'GET', 'url.scheme': 'https', 'url.path': '/pods' };
+const attrs = {
+  'server.address': 'kubelet.local',
+  'server.port': 10_250,
+  'http.request.method': 'GET',
+  'url.scheme': 'https',
+  'url.path': '/pods',
+};
 
 describe('DeadlinePolicy', () => {
   it('the first rule whose every key matches gives its timeout', () => {

@@ -1,7 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { DeadlineScope } from '../../src/deadline/index.js';
 import { callDeadline, DeadlinePolicy, HeaderHosts } from '../../src/policy/index.js';
-import { grpcDeadlineInterceptor, installDeadlineDispatcher, installHttpDeadlines, LifelineError, type DeadlinePolicyOptions } from '../../src/index.js';
+import {
+  grpcDeadlineInterceptor,
+  installDeadlineDispatcher,
+  installHttpDeadlines,
+  LifelineError,
+  type DeadlinePolicyOptions,
+} from '../../src/index.js';
 
 const attributes = () => ({ 'server.address': 'api.example.com', 'server.port': 443 });
 
@@ -16,10 +22,20 @@ describe('callDeadline and headersTimeoutMs', () => {
 
   it('steps aside for a context deadline, a matching rule and defaultTimeoutMs, however long', () => {
     const far = new DeadlineScope(Date.now() + 3_600_000, 'scope');
-    expect(callDeadline(new DeadlinePolicy({ headersTimeoutMs: 1_000 }), far, attributes)).toMatchObject({ at: far.at, source: 'scope', untilHeaders: false });
-    const rule = new DeadlinePolicy({ headersTimeoutMs: 1_000, policy: [{ match: { 'server.address': 'api.example.com' }, timeoutMs: 600_000 }] });
+    expect(callDeadline(new DeadlinePolicy({ headersTimeoutMs: 1_000 }), far, attributes)).toMatchObject({
+      at: far.at,
+      source: 'scope',
+      untilHeaders: false,
+    });
+    const rule = new DeadlinePolicy({
+      headersTimeoutMs: 1_000,
+      policy: [{ match: { 'server.address': 'api.example.com' }, timeoutMs: 600_000 }],
+    });
     expect(callDeadline(rule, undefined, attributes)).toMatchObject({ source: 'policy', untilHeaders: false });
-    expect(callDeadline(new DeadlinePolicy({ headersTimeoutMs: 1_000, defaultTimeoutMs: 600_000 }), undefined, attributes)).toMatchObject({ source: 'policy', untilHeaders: false });
+    expect(callDeadline(new DeadlinePolicy({ headersTimeoutMs: 1_000, defaultTimeoutMs: 600_000 }), undefined, attributes)).toMatchObject({
+      source: 'policy',
+      untilHeaders: false,
+    });
   });
 
   it('a headers bound in the context (a call being dispatched) is no deadline for calls below it', () => {
@@ -65,7 +81,18 @@ describe("deadlineHeaderHosts: 'internal' (the default)", () => {
     expect(internal.includes(host)).toBe(true);
   });
 
-  it.each(['8.8.8.8', '172.32.0.1', '192.169.0.1', '2001:4860::8888', 'api.example.com', 'example.com', 'local.example.com', 'svc.example.com', 'localhost.example.com', ''])('%j is not', (host) => {
+  it.each([
+    '8.8.8.8',
+    '172.32.0.1',
+    '192.169.0.1',
+    '2001:4860::8888',
+    'api.example.com',
+    'example.com',
+    'local.example.com',
+    'svc.example.com',
+    'localhost.example.com',
+    '',
+  ])('%j is not', (host) => {
     expect(internal.includes(host)).toBe(false);
   });
 });
@@ -103,7 +130,12 @@ describe('invalid options are rejected with a LifelineError naming the option', 
     [{ deadlineHeaderHosts: [42 as unknown as string] }, 'deadlineHeaderHosts[0]: 42'],
   ];
   it.each(cases)('%j', (options, text) => {
-    for (const install of [() => new DeadlinePolicy(options), () => installDeadlineDispatcher(options), () => installHttpDeadlines(options), () => grpcDeadlineInterceptor(options)]) {
+    for (const install of [
+      () => new DeadlinePolicy(options),
+      () => installDeadlineDispatcher(options),
+      () => installHttpDeadlines(options),
+      () => grpcDeadlineInterceptor(options),
+    ]) {
       expect(install).toThrow(LifelineError);
       expect(install).toThrow(text);
     }

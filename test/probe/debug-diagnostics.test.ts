@@ -12,13 +12,26 @@ afterEach(async () => {
 
 async function serve() {
   const health = new Health();
-  const server = await startProbeServer({ health, port: 0, debugDiagnostics: true, logger: { warn: () => undefined, info: () => undefined, debug: () => undefined } });
-  cleanup.push(() => { health.close(); }, () => server.close());
+  const server = await startProbeServer({
+    health,
+    port: 0,
+    debugDiagnostics: true,
+    logger: { warn: () => undefined, info: () => undefined, debug: () => undefined },
+  });
+  cleanup.push(
+    () => {
+      health.close();
+    },
+    () => server.close(),
+  );
   return server;
 }
 
 function get(port: number, host: string | undefined): Promise<string> {
-  const head = host === undefined ? 'GET /debug/diagnostics HTTP/1.0\r\n' : `GET /debug/diagnostics HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n`;
+  const head =
+    host === undefined
+      ? 'GET /debug/diagnostics HTTP/1.0\r\n'
+      : `GET /debug/diagnostics HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n`;
   return rawExchange(port, `${head}\r\n`).then((r) => r.answer);
 }
 
@@ -32,12 +45,27 @@ describe('/debug/diagnostics refuses a Host that is not a loopback name (DNS reb
       expect(await get(port, host), host).toMatch(/^HTTP\/1\.1 200 /);
     }
     // Probes do not care about Host: the kubelet sends the pod IP.
-    expect((await rawExchange(port, 'GET /live HTTP/1.1\r\nHost: 10.1.2.3:5555\r\nConnection: close\r\n\r\n')).answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect((await rawExchange(port, 'GET /live HTTP/1.1\r\nHost: 10.1.2.3:5555\r\nConnection: close\r\n\r\n')).answer).toMatch(
+      /^HTTP\/1\.1 200 /,
+    );
   });
 
   it('isLoopbackHost takes exactly the loopback names', () => {
     expect(['localhost', 'localhost:1', '127.0.0.1:65535', '[::1]', '[::1]:80'].every(isLoopbackHost)).toBe(true);
-    expect(['', 'localhost:', 'localhost:123456', '127.0.0.1:80:80', '::1', '[::1]x', 'localhost.', 'a.localhost', '0.0.0.0', '[::ffff:127.0.0.1]'].some(isLoopbackHost)).toBe(false);
+    expect(
+      [
+        '',
+        'localhost:',
+        'localhost:123456',
+        '127.0.0.1:80:80',
+        '::1',
+        '[::1]x',
+        'localhost.',
+        'a.localhost',
+        '0.0.0.0',
+        '[::ffff:127.0.0.1]',
+      ].some(isLoopbackHost),
+    ).toBe(false);
   });
 });
 
@@ -48,19 +76,30 @@ describe('/debug/diagnostics stays cheap with many open sockets', () => {
     const sink = createServer((socket) => peers.push(socket));
     await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
     const sinkPort = (sink.address() as { port: number }).port;
-    cleanup.push(() => new Promise((resolve) => sink.close(resolve)), () => {
-      for (const socket of peers) socket.destroy();
-    });
-    await Promise.all(Array.from({ length: 600 }, () => new Promise<void>((resolve) => {
-      peers.push(connect(sinkPort, '127.0.0.1', resolve));
-    })));
+    cleanup.push(
+      () => new Promise((resolve) => sink.close(resolve)),
+      () => {
+        for (const socket of peers) socket.destroy();
+      },
+    );
+    await Promise.all(
+      Array.from(
+        { length: 600 },
+        () =>
+          new Promise<void>((resolve) => {
+            peers.push(connect(sinkPort, '127.0.0.1', resolve));
+          }),
+      ),
+    );
     while (peers.length < 1_200) await new Promise((resolve) => setTimeout(resolve, 10)); // and the sink accepted each
     const started = performance.now();
     const res = await fetch(`http://127.0.0.1:${port}/debug/diagnostics`);
     const ms = performance.now() - started;
     const body = (await res.json()) as DiagnosticSnapshot;
     expect(res.status).toBe(200);
-    expect(body.process.handles).toEqual([{ type: 'omitted', details: expect.stringMatching(/^\d+ active resources, over 1000: handles not listed/) as unknown }]);
+    expect(body.process.handles).toEqual([
+      { type: 'omitted', details: expect.stringMatching(/^\d+ active resources, over 1000: handles not listed/) as unknown },
+    ]);
     expect(body.process.activeResources.TCPSocketWrap).toBeGreaterThanOrEqual(1_200);
     expect(ms).toBeLessThan(250);
   });
@@ -83,8 +122,22 @@ describe('the /debug/diagnostics body is capped', () => {
   const snapshot = (nodes: number, stackBytes: number, handles: number): DiagnosticSnapshot => ({
     at: '2026-01-01T00:00:00.000Z',
     unhealthy: ['worker'],
-    components: [{ name: 'worker', probe: 'liveness', tick: undefined, inFlight: Array.from({ length: nodes }, () => node(2, stackBytes)), omitted: 0 }],
-    process: { pid: 1, uptimeS: 1, handles: Array.from({ length: handles }, () => ({ type: 'tcp', details: 'x'.repeat(200) })), activeResources: { TCPSocketWrap: handles }, eventLoopDelayMs: { p50: 0, p99: 0, max: 0 } },
+    components: [
+      {
+        name: 'worker',
+        probe: 'liveness',
+        tick: undefined,
+        inFlight: Array.from({ length: nodes }, () => node(2, stackBytes)),
+        omitted: 0,
+      },
+    ],
+    process: {
+      pid: 1,
+      uptimeS: 1,
+      handles: Array.from({ length: handles }, () => ({ type: 'tcp', details: 'x'.repeat(200) })),
+      activeResources: { TCPSocketWrap: handles },
+      eventLoopDelayMs: { p50: 0, p99: 0, max: 0 },
+    },
     evicted: 0,
   });
   const parse = (body: Buffer) => JSON.parse(body.toString()) as DiagnosticSnapshot & { cut?: string[] };
@@ -107,6 +160,7 @@ describe('the /debug/diagnostics body is capped', () => {
     const all = diagnosticsBody(snapshot(2_000, 10, 2_000));
     expect(parse(all).cut).toEqual(['stacks', 'inFlight', 'handles']);
     expect(parse(all).process.activeResources).toEqual({ TCPSocketWrap: 2_000 });
-    for (const body of [all, diagnosticsBody(snapshot(100, 5_000, 10)), diagnosticsBody(snapshot(2_000, 10, 10))]) expect(body.byteLength).toBeLessThanOrEqual(MAX_DIAGNOSTICS_BYTES);
+    for (const body of [all, diagnosticsBody(snapshot(100, 5_000, 10)), diagnosticsBody(snapshot(2_000, 10, 10))])
+      expect(body.byteLength).toBeLessThanOrEqual(MAX_DIAGNOSTICS_BYTES);
   });
 });

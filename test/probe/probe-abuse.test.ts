@@ -46,7 +46,10 @@ function ask(what: 'memory' | 'gc'): Promise<Memory> {
 }
 
 beforeAll(async () => {
-  child = spawn(process.execPath, ['--expose-gc', '--input-type=module', '-e', SERVER], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  child = spawn(process.execPath, ['--expose-gc', '--input-type=module', '-e', SERVER], {
+    cwd: ROOT,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   port = await new Promise<number>((resolve) =>
     child.once('message', (m) => {
       resolve((m as { port: number }).port);

@@ -8,7 +8,12 @@ const health = new Health();
 
 beforeAll(async () => {
   health.registerLiveness('fuzzed');
-  probe = await startProbeServer({ health, port: 0, requestTimeoutMs: 300, logger: { warn: () => undefined, info: () => undefined, debug: () => undefined } });
+  probe = await startProbeServer({
+    health,
+    port: 0,
+    requestTimeoutMs: 300,
+    logger: { warn: () => undefined, info: () => undefined, debug: () => undefined },
+  });
 });
 afterAll(async () => {
   await probe.close();
@@ -42,10 +47,25 @@ function exchange(chunks: Buffer[], gapMs: number, waitMs: number): Promise<stri
 }
 
 const token = fc.stringMatching(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,12}$/);
-const anyText = fc.oneof(fc.string({ maxLength: 40 }), fc.string({ unit: 'binary', maxLength: 40 }), fc.constantFrom('', ' ', '\r\n', '\0', '%00', '../..', '/live', '/ready', '/startup', '/debug/diagnostics'));
-const method = fc.oneof(fc.constantFrom('GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT', 'PATCH', 'PRI'), token, anyText);
-const path = fc.oneof(fc.constantFrom('/live', '/ready', '/startup', '/live?x=1', '//live', '/LIVE', '*', '/debug/diagnostics'), fc.webPath(), anyText.map((t) => `/${t}`));
-const header = fc.tuple(fc.oneof(token, anyText, fc.constant('x-request-timeout-ms'), fc.constant('content-length'), fc.constant('transfer-encoding')), fc.oneof(anyText, fc.integer().map(String), fc.constant('chunked')));
+const anyText = fc.oneof(
+  fc.string({ maxLength: 40 }),
+  fc.string({ unit: 'binary', maxLength: 40 }),
+  fc.constantFrom('', ' ', '\r\n', '\0', '%00', '../..', '/live', '/ready', '/startup', '/debug/diagnostics'),
+);
+const method = fc.oneof(
+  fc.constantFrom('GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT', 'PATCH', 'PRI'),
+  token,
+  anyText,
+);
+const path = fc.oneof(
+  fc.constantFrom('/live', '/ready', '/startup', '/live?x=1', '//live', '/LIVE', '*', '/debug/diagnostics'),
+  fc.webPath(),
+  anyText.map((t) => `/${t}`),
+);
+const header = fc.tuple(
+  fc.oneof(token, anyText, fc.constant('x-request-timeout-ms'), fc.constant('content-length'), fc.constant('transfer-encoding')),
+  fc.oneof(anyText, fc.integer().map(String), fc.constant('chunked')),
+);
 const request = fc.record({
   method,
   path,

@@ -22,7 +22,12 @@ async function serve(options: Partial<Omit<ProbeServerOptions, 'health' | 'logge
   const health = new Health();
   const logger = recordingLogger();
   const server: ProbeServer = await startProbeServer({ health, port: 0, logger, ...options });
-  cleanup.push(() => { health.close(); }, () => server.close());
+  cleanup.push(
+    () => {
+      health.close();
+    },
+    () => server.close(),
+  );
   return { health, server, logger };
 }
 
@@ -83,7 +88,12 @@ describe('probe server (README: API)', () => {
 
   it('answers garbage bytes with a bare 400 and closes, and keeps serving', async () => {
     const { server } = await serve();
-    for (const garbage of ['\x00\x01\x02\xff\r\n\r\n', 'GET /live HTTP/9.9 nonsense\r\n\r\n', 'HELLO\r\n\r\n', `GET /${'a'.repeat(20_000)} HTTP/1.1\r\n\r\n`]) {
+    for (const garbage of [
+      '\x00\x01\x02\xff\r\n\r\n',
+      'GET /live HTTP/9.9 nonsense\r\n\r\n',
+      'HELLO\r\n\r\n',
+      `GET /${'a'.repeat(20_000)} HTTP/1.1\r\n\r\n`,
+    ]) {
       const { answer, closed } = await rawExchange(server.port, Buffer.from(garbage, 'latin1'));
       expect(closed).toBe(true);
       expect(answer).toMatch(/^HTTP\/1\.1 (400|431) /);
@@ -132,12 +142,23 @@ describe('probe server (README: API)', () => {
   });
 
   it('where the event loop is blocked (code locations) is shown only to a client on this machine; others see for how long', async () => {
-    const eventLoop = { blockedMs: 4_200, blockedIn: 'crunchReport (/srv/app/report.mjs:14)', frames: ['crunchReport (/srv/app/report.mjs:14:3)'] };
+    const eventLoop = {
+      blockedMs: 4_200,
+      blockedIn: 'crunchReport (/srv/app/report.mjs:14)',
+      frames: ['crunchReport (/srv/app/report.mjs:14:3)'],
+    };
     const blocked = { ok: false, healthy: [], unhealthy: ['healthcheck'], eventLoop };
-    const server = await startProbeServer({ health: { status: () => blocked, diagnose: () => Promise.reject(new Error('blocked')) }, port: 0, logger: recordingLogger() });
+    const server = await startProbeServer({
+      health: { status: () => blocked, diagnose: () => Promise.reject(new Error('blocked')) },
+      port: 0,
+      logger: recordingLogger(),
+    });
     cleanup.push(() => server.close());
     const bodyOf = (answer: string) => JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as unknown;
-    const local = await rawExchange(server.port, `GET /live HTTP/1.1\r\nhost: localhost:${String(server.port)}\r\nconnection: close\r\n\r\n`);
+    const local = await rawExchange(
+      server.port,
+      `GET /live HTTP/1.1\r\nhost: localhost:${String(server.port)}\r\nconnection: close\r\n\r\n`,
+    );
     expect(local.answer).toMatch(/^HTTP\/1\.1 503 /);
     expect(bodyOf(local.answer)).toEqual({ status: 'fail', healthy: [], unhealthy: ['healthcheck'], eventLoop });
     // The kubelet probes by the pod's address; a page rebinding its DNS name to loopback sends its own name.
@@ -235,11 +256,16 @@ describe('probe server (README: API)', () => {
 
   it('closes connections past maxConnections at accept', async () => {
     const { server } = await serve({ maxConnections: 2 });
-    const held = await Promise.all([0, 1].map(() => new Promise<ReturnType<typeof connect>>((resolve) => {
-      const socket = connect(server.port, '127.0.0.1', () => {
-        resolve(socket);
-      });
-    })));
+    const held = await Promise.all(
+      [0, 1].map(
+        () =>
+          new Promise<ReturnType<typeof connect>>((resolve) => {
+            const socket = connect(server.port, '127.0.0.1', () => {
+              resolve(socket);
+            });
+          }),
+      ),
+    );
     cleanup.push(() => {
       for (const socket of held) socket.destroy();
     });

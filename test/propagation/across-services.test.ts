@@ -39,7 +39,9 @@ describe('deadlines across three real services A -> B -> C (README: Deadlines on
     const SERVER = 2;
     // Both callers' client spans end at A's deadline; each service exports its own batch.
     const spans = await receiver.waitFor(
-      (all) => all.some((s) => s.service === 'svc-b' && s.kind === CLIENT && s.attributes['lifeline.deadline.exceeded'] === true) && all.some((s) => s.service === 'svc-a' && s.kind === CLIENT),
+      (all) =>
+        all.some((s) => s.service === 'svc-b' && s.kind === CLIENT && s.attributes['lifeline.deadline.exceeded'] === true) &&
+        all.some((s) => s.service === 'svc-a' && s.kind === CLIENT),
     );
     const bClient = spans.find((s) => s.service === 'svc-b' && s.kind === CLIENT);
     const bServer = spans.find((s) => s.service === 'svc-b' && s.kind === SERVER);

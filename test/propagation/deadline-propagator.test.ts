@@ -1,7 +1,15 @@
 import { context, defaultTextMapGetter, defaultTextMapSetter, ROOT_CONTEXT, type Context } from '@opentelemetry/api';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { currentDeadline, DEADLINE_HEADER, DeadlinePropagator, LifelineError, withDeadline, withTimeout, type Deadline } from '../../src/index.js';
+import {
+  currentDeadline,
+  DEADLINE_HEADER,
+  DeadlinePropagator,
+  LifelineError,
+  withDeadline,
+  withTimeout,
+  type Deadline,
+} from '../../src/index.js';
 
 // Plain carriers have no recorded caller: these cases are about the header itself, so every caller is trusted.
 const propagator = new DeadlinePropagator({ maxInboundMs: 60_000, trustInbound: 'all' });
@@ -40,12 +48,15 @@ describe('DeadlinePropagator (README: Deadlines on every remote call)', () => {
 
   // Issue 12 item 8: an 11-digit budget was ignored (no deadline at all) instead of clamped.
   const LONG = ['12345678901', '99999999999999', '999999999999999', '1000000000000000', '9'.repeat(400), `00${'9'.repeat(30)}`];
-  it.each(LONG.map((value) => [`${value.slice(0, 16)}${value.length > 16 ? '…' : ''} (${String(value.length)} digits)`, value]))('clamps the long all-digit budget %s to maxInboundMs', (_label, value) => {
-    const deadline = extract({ [DEADLINE_HEADER]: value });
-    expect(deadline?.source).toBe('inbound');
-    expect(deadline?.remainingMs()).toBeLessThanOrEqual(60_000);
-    expect(deadline?.remainingMs()).toBeGreaterThan(59_000);
-  });
+  it.each(LONG.map((value) => [`${value.slice(0, 16)}${value.length > 16 ? '…' : ''} (${String(value.length)} digits)`, value]))(
+    'clamps the long all-digit budget %s to maxInboundMs',
+    (_label, value) => {
+      const deadline = extract({ [DEADLINE_HEADER]: value });
+      expect(deadline?.source).toBe('inbound');
+      expect(deadline?.remainingMs()).toBeLessThanOrEqual(60_000);
+      expect(deadline?.remainingMs()).toBeGreaterThan(59_000);
+    },
+  );
 
   it('reads leading zeros as the number they pad', () => {
     const deadline = extract({ [DEADLINE_HEADER]: `${'0'.repeat(40)}750` });
@@ -59,7 +70,23 @@ describe('DeadlinePropagator (README: Deadlines on every remote call)', () => {
     });
   });
 
-  it.each(['', ' ', '-5', '1.5', '1e3', '0x10', 'abc', '1234567890x', `${'9'.repeat(400)}.5`, '٣٠٠', '+5', '5 5', '5,5', 'Infinity', 'NaN'])('ignores the malformed value %j', (value) => {
+  it.each([
+    '',
+    ' ',
+    '-5',
+    '1.5',
+    '1e3',
+    '0x10',
+    'abc',
+    '1234567890x',
+    `${'9'.repeat(400)}.5`,
+    '٣٠٠',
+    '+5',
+    '5 5',
+    '5,5',
+    'Infinity',
+    'NaN',
+  ])('ignores the malformed value %j', (value) => {
     expect(extract({ [DEADLINE_HEADER]: value })).toBeUndefined();
   });
 
@@ -70,7 +97,12 @@ describe('DeadlinePropagator (README: Deadlines on every remote call)', () => {
   });
 
   it('survives a getter that throws', () => {
-    const hostile = { get: () => { throw new Error('boom'); }, keys: () => [] };
+    const hostile = {
+      get: () => {
+        throw new Error('boom');
+      },
+      keys: () => [],
+    };
     expect(() => propagator.extract(ROOT_CONTEXT, {}, hostile)).not.toThrow();
   });
 
@@ -117,7 +149,9 @@ describe('DeadlinePropagator trust on carriers of unknown callers', () => {
     const raising = new DeadlinePropagator({ trustInbound: 'all', minInboundMs: 250 });
     for (const budget of ['0', '1']) {
       const before = Date.now();
-      const deadline = context.with(raising.extract(ROOT_CONTEXT, { [DEADLINE_HEADER]: budget }, defaultTextMapGetter), () => currentDeadline());
+      const deadline = context.with(raising.extract(ROOT_CONTEXT, { [DEADLINE_HEADER]: budget }, defaultTextMapGetter), () =>
+        currentDeadline(),
+      );
       expect(deadline?.at).toBeGreaterThanOrEqual(before + 250);
       expect(deadline?.at).toBeLessThanOrEqual(Date.now() + 250);
     }

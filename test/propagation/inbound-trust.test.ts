@@ -2,7 +2,14 @@ import { context, defaultTextMapGetter, propagation, ROOT_CONTEXT, trace } from 
 import { once } from 'node:events';
 import type * as Http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { currentDeadline, DEADLINE_HEADER, DeadlinePropagator, installInboundTrust, LifelineError, type InstalledInboundTrust } from 'otel-lifeline';
+import {
+  currentDeadline,
+  DEADLINE_HEADER,
+  DeadlinePropagator,
+  installInboundTrust,
+  LifelineError,
+  type InstalledInboundTrust,
+} from 'otel-lifeline';
 import { instrumentedHttpServers, listenOn } from '../support/inbound-server.js';
 
 /**
@@ -54,7 +61,10 @@ afterAll(async () => {
 });
 
 const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
-const headers = (budget: string): Record<string, string> => ({ [DEADLINE_HEADER]: budget, traceparent: `00-${TRACE_ID}-b7ad6b7169203331-01` });
+const headers = (budget: string): Record<string, string> => ({
+  [DEADLINE_HEADER]: budget,
+  traceparent: `00-${TRACE_ID}-b7ad6b7169203331-01`,
+});
 
 async function viaFetch(url: string, budget: string): Promise<Seen> {
   const res = await fetch(url, { headers: headers(budget) });
@@ -176,7 +186,12 @@ describe('trust options are validated', () => {
   });
 
   it('accepts IPv4, IPv6 and IPv4-mapped entries, bare or with a prefix', () => {
-    expect(() => new DeadlinePropagator({ trustInbound: ['10.0.0.0/8', '192.0.2.7', '2001:db8::/32', 'fe80::1', '::ffff:10.0.0.0/104', '0.0.0.0/0'] })).not.toThrow();
+    expect(
+      () =>
+        new DeadlinePropagator({
+          trustInbound: ['10.0.0.0/8', '192.0.2.7', '2001:db8::/32', 'fe80::1', '::ffff:10.0.0.0/104', '0.0.0.0/0'],
+        }),
+    ).not.toThrow();
     expect(() => new DeadlinePropagator({ trustInbound: [] })).not.toThrow();
   });
 });

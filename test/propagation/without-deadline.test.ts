@@ -115,7 +115,11 @@ describe('withoutDeadline / contextWithoutDeadline', () => {
   });
 
   it('a throw in fn reaches the caller', () => {
-    expect(() => withoutDeadline(() => { throw new Error('boom'); })).toThrow('boom');
+    expect(() =>
+      withoutDeadline(() => {
+        throw new Error('boom');
+      }),
+    ).toThrow('boom');
   });
 });
 
@@ -149,7 +153,15 @@ describe('a background refresher started lazily inside a request with a 1 ms inb
         started = true;
         void (detach ? withoutDeadline(refresher) : refresher());
       }
-      res.setHeader('content-type', 'application/json').end(JSON.stringify({ inboundAt: inbound?.at ?? null, source: inbound?.source ?? null, traceId: trace.getActiveSpan()?.spanContext().traceId }));
+      res
+        .setHeader('content-type', 'application/json')
+        .end(
+          JSON.stringify({
+            inboundAt: inbound?.at ?? null,
+            source: inbound?.source ?? null,
+            traceId: trace.getActiveSpan()?.spanContext().traceId,
+          }),
+        );
     });
     return { url, triggers, results };
   }

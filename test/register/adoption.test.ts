@@ -35,7 +35,14 @@ function logLine(service: string): Record<string, unknown> {
 async function spansOfOneCall(service: string, env: NodeJS.ProcessEnv): Promise<ReceivedSpan[]> {
   const app = await startService(
     'test/fixtures/esm-client-app.mjs',
-    { OTEL_SERVICE_NAME: service, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY: '50', LIFELINE_PROBE_PORT: '0', ...env },
+    {
+      OTEL_SERVICE_NAME: service,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '50',
+      LIFELINE_PROBE_PORT: '0',
+      ...env,
+    },
     ['--import', 'otel-lifeline/register'],
   );
   try {
@@ -68,7 +75,10 @@ describe('register mode in a service as it is', () => {
     // dns and net spans come only from the auto-instrumentations (installed in this repository).
     const auto = await spansOfOneCall('auto-on', { LIFELINE_AUTO_INSTRUMENTATIONS: 'on' });
     expect(auto.map((s) => s.name)).toEqual(expect.arrayContaining(['tcp.connect']));
-    const onlyHttp = await spansOfOneCall('auto-http-only', { LIFELINE_AUTO_INSTRUMENTATIONS: 'on', OTEL_NODE_ENABLED_INSTRUMENTATIONS: 'http' });
+    const onlyHttp = await spansOfOneCall('auto-http-only', {
+      LIFELINE_AUTO_INSTRUMENTATIONS: 'on',
+      OTEL_NODE_ENABLED_INSTRUMENTATIONS: 'http',
+    });
     expect(onlyHttp.map((s) => s.name)).not.toContain('tcp.connect');
     expect(onlyHttp.filter((s) => s.kind === CLIENT).map((s) => s.name)).toEqual(['GET']);
     const own = await spansOfOneCall('auto-off', { LIFELINE_AUTO_INSTRUMENTATIONS: 'off' });
@@ -79,7 +89,14 @@ describe('register mode in a service as it is', () => {
     const silent = await serve(neverAnswers);
     const app = await startService(
       'test/fixtures/esm-client-app.mjs',
-      { OTEL_SERVICE_NAME: 'headers-bound', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_BSP_SCHEDULE_DELAY: '50', LIFELINE_PROBE_PORT: '0', LIFELINE_HEADERS_TIMEOUT_MS: '500' },
+      {
+        OTEL_SERVICE_NAME: 'headers-bound',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        OTEL_BSP_SCHEDULE_DELAY: '50',
+        LIFELINE_PROBE_PORT: '0',
+        LIFELINE_HEADERS_TIMEOUT_MS: '500',
+      },
       ['--import', 'otel-lifeline/register'],
     );
     try {
@@ -90,7 +107,11 @@ describe('register mode in a service as it is', () => {
       expect(Date.now() - started).toBeGreaterThanOrEqual(500);
       const spans = await receiver.waitFor((all) => all.some((s) => s.service === 'headers-bound' && s.kind === CLIENT));
       const client = spans.find((s) => s.service === 'headers-bound' && s.kind === CLIENT);
-      expect(client?.attributes).toMatchObject({ 'lifeline.deadline.source': 'headers', 'lifeline.deadline.exceeded': true, 'error.type': 'timeout' });
+      expect(client?.attributes).toMatchObject({
+        'lifeline.deadline.source': 'headers',
+        'lifeline.deadline.exceeded': true,
+        'error.type': 'timeout',
+      });
     } finally {
       await app.stop();
       await silent.close();
@@ -99,7 +120,13 @@ describe('register mode in a service as it is', () => {
 
   it('a process that ends by itself (a batch job, a test file) exports its spans before it goes', async () => {
     const result = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/batch-job.mjs'], {
-      env: { ...process.env, OTEL_SERVICE_NAME: 'batch-job', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, LIFELINE_PROBE_PORT: '0' },
+      env: {
+        ...process.env,
+        OTEL_SERVICE_NAME: 'batch-job',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        LIFELINE_PROBE_PORT: '0',
+      },
     });
     expect(result.code).toBe(0);
     // The default batch delay is 5 s: a span seen before the process exited was flushed by lifeline.
@@ -110,7 +137,12 @@ describe('register mode in a service as it is', () => {
   it('an app with a SIGTERM handler of its own flushes with forceFlush() before process.exit', async () => {
     const app = await startService(
       'test/fixtures/own-sigterm-service.mjs',
-      { OTEL_SERVICE_NAME: 'own-sigterm', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, LIFELINE_PROBE_PORT: '0' },
+      {
+        OTEL_SERVICE_NAME: 'own-sigterm',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        LIFELINE_PROBE_PORT: '0',
+      },
       ['--import', 'otel-lifeline/register'],
     );
     await app.stop(); // SIGTERM; the default batch delay (5 s) has not passed
@@ -120,7 +152,9 @@ describe('register mode in a service as it is', () => {
   it('a busy default probe port: one warning, and the service runs without a probe server', async () => {
     const holder = await holdPort(5555);
     try {
-      const result = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env: { ...process.env, LIFELINE_PROBE_PORT: '', OTEL_TRACES_EXPORTER: 'none', APP_LIFETIME_MS: '200' } });
+      const result = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
+        env: { ...process.env, LIFELINE_PROBE_PORT: '', OTEL_TRACES_EXPORTER: 'none', APP_LIFETIME_MS: '200' },
+      });
       expect(result.code).toBe(0);
       expect(result.stdout).toContain('app listening');
       expect(result.stdout.match(/the probe port is in use/g)).toHaveLength(1);
@@ -133,11 +167,19 @@ describe('register mode in a service as it is', () => {
     const holder = await holdPort(5555);
     try {
       const { VITEST: _runner, ...outside } = process.env; // this test itself runs in a test runner
-      const env = { ...outside, LIFELINE_PROBE_PORT: '', OTEL_TRACES_EXPORTER: 'none', APP_LIFETIME_MS: '200', KUBERNETES_SERVICE_HOST: '10.0.0.1' };
+      const env = {
+        ...outside,
+        LIFELINE_PROBE_PORT: '',
+        OTEL_TRACES_EXPORTER: 'none',
+        APP_LIFETIME_MS: '200',
+        KUBERNETES_SERVICE_HOST: '10.0.0.1',
+      };
       const pod = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env });
       expect(pod.code).toBe(1);
       expect(pod.stderr).toContain('(EADDRINUSE)');
-      const worker = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env: { ...env, JEST_WORKER_ID: '2' } });
+      const worker = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
+        env: { ...env, JEST_WORKER_ID: '2' },
+      });
       expect(worker.code).toBe(0);
       expect(worker.stdout).toContain('the probe port is in use');
     } finally {
@@ -153,7 +195,14 @@ describe('register mode in a service as it is', () => {
        const worker = new Worker(probe, { eval: true });
        const [answer] = await Promise.all([new Promise((resolve) => worker.once('message', resolve)), new Promise((resolve) => worker.once('exit', resolve))]);
        console.log(answer, globalThis[Symbol.for('opentelemetry.js.api.1')]?.trace ? 'sdk' : 'none');`,
-      { env: { ...process.env, NODE_OPTIONS: '--import otel-lifeline/register', LIFELINE_PROBE_PORT: String(port), OTEL_TRACES_EXPORTER: 'none' } },
+      {
+        env: {
+          ...process.env,
+          NODE_OPTIONS: '--import otel-lifeline/register',
+          LIFELINE_PROBE_PORT: String(port),
+          OTEL_TRACES_EXPORTER: 'none',
+        },
+      },
     );
     expect(result.stderr).toBe('');
     expect(result.stdout.trim()).toBe('none sdk');
@@ -163,7 +212,9 @@ describe('register mode in a service as it is', () => {
     const port = await freePort();
     const holder = await holdPort(port);
     try {
-      const result = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env: { ...process.env, LIFELINE_PROBE_PORT: String(port), OTEL_TRACES_EXPORTER: 'none' } });
+      const result = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
+        env: { ...process.env, LIFELINE_PROBE_PORT: String(port), OTEL_TRACES_EXPORTER: 'none' },
+      });
       expect(result.code).toBe(1);
       expect(result.stdout).not.toContain('app listening');
       expect(result.stderr).toContain(`LIFELINE_PROBE_PORT="${String(port)}" (EADDRINUSE)`);
@@ -191,7 +242,13 @@ describe('register mode in a service as it is', () => {
     const closed = await freePort();
     const app = await startService(
       'test/fixtures/esm-client-app.mjs',
-      { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${String(closed)}`, OTEL_EXPORTER_OTLP_TIMEOUT: '500', OTEL_BSP_SCHEDULE_DELAY: '20', LIFELINE_PROBE_PORT: '0', LIFELINE_AUTO_INSTRUMENTATIONS: 'off' },
+      {
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${String(closed)}`,
+        OTEL_EXPORTER_OTLP_TIMEOUT: '500',
+        OTEL_BSP_SCHEDULE_DELAY: '20',
+        LIFELINE_PROBE_PORT: '0',
+        LIFELINE_AUTO_INSTRUMENTATIONS: 'off',
+      },
       ['--import', 'otel-lifeline/register'],
     );
     try {
@@ -200,11 +257,17 @@ describe('register mode in a service as it is', () => {
       for (let i = 0; i < 40 && lines.length === 0; i++) {
         await fetch(`${app.url}/`);
         await new Promise((resolve) => setTimeout(resolve, 100));
-        lines = app.stdout().split('\n').filter((line) => line.includes('spans cannot be exported'));
+        lines = app
+          .stdout()
+          .split('\n')
+          .filter((line) => line.includes('spans cannot be exported'));
       }
       for (let i = 0; i < 5; i++) await fetch(`${app.url}/`);
       await new Promise((resolve) => setTimeout(resolve, 1_000));
-      lines = app.stdout().split('\n').filter((line) => line.includes('spans cannot be exported'));
+      lines = app
+        .stdout()
+        .split('\n')
+        .filter((line) => line.includes('spans cannot be exported'));
       expect(lines).toHaveLength(1);
       expect(lines[0]).toContain(`127.0.0.1:${String(closed)}`);
     } finally {
@@ -215,12 +278,19 @@ describe('register mode in a service as it is', () => {
   it('on a Node older than 22.15, register mode says which Node it needs instead of crashing', () => {
     const old = olderNode();
     expect(old, 'a Node < 22.15 on PATH or at /usr/bin/node (CI machines have Node 20)').toBeDefined();
-    const result = spawnSync(old ?? 'node', ['--import', 'otel-lifeline/register', '-e', 'console.log("ran")'], { encoding: 'utf8', env: { ...process.env, LIFELINE_PROBE_PORT: '0' } });
+    const result = spawnSync(old ?? 'node', ['--import', 'otel-lifeline/register', '-e', 'console.log("ran")'], {
+      encoding: 'utf8',
+      env: { ...process.env, LIFELINE_PROBE_PORT: '0' },
+    });
     expect(result.status).toBe(1);
     expect(result.stdout).not.toContain('ran');
     expect(result.stderr).toMatch(/^lifeline: otel-lifeline needs Node\.js >= 22\.15, this is v\d+/);
     // Started in code, the same: a LifelineError saying so, not a TypeError from inside undici.
-    const inCode = spawnSync(old ?? 'node', ['--input-type=module', '-e', "import('otel-lifeline/sdk').then((m) => m.startLifeline()).catch((e) => console.log(e.code))"], { encoding: 'utf8' });
+    const inCode = spawnSync(
+      old ?? 'node',
+      ['--input-type=module', '-e', "import('otel-lifeline/sdk').then((m) => m.startLifeline()).catch((e) => console.log(e.code))"],
+      { encoding: 'utf8' },
+    );
     expect(inCode.stdout.trim()).toBe('ERR_UNSUPPORTED_NODE');
   });
 

@@ -12,7 +12,11 @@ async function probeRegisteredApp(app: string, port: number): Promise<{ live: nu
     env: { ...process.env, ...QUIET_OTEL, LIFELINE_PROBE_PORT: String(port), APP_LIFETIME_MS: '3000' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  await new Promise<void>((resolve) => child.stdout.once('data', () => { resolve(); }));
+  await new Promise<void>((resolve) =>
+    child.stdout.once('data', () => {
+      resolve();
+    }),
+  );
   const res = await fetch(`http://127.0.0.1:${port}/live`);
   const body: unknown = await res.json();
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
@@ -20,31 +24,54 @@ async function probeRegisteredApp(app: string, port: number): Promise<{ live: nu
 }
 
 describe('lifeline/register (README: Configuration)', () => {
-  it.each(['test/fixtures/plain-app.mjs', 'test/fixtures/plain-app.cjs'])('instruments the unmodified app %s: probe server up, process still exits by itself', async (app) => {
-    const { live, body, code } = await probeRegisteredApp(app, await freePort());
-    expect(live).toBe(200);
-    expect(body).toEqual({ status: 'pass', healthy: ['healthcheck'], unhealthy: [] });
-    expect(code).toBe(0);
-  });
+  it.each(['test/fixtures/plain-app.mjs', 'test/fixtures/plain-app.cjs'])(
+    'instruments the unmodified app %s: probe server up, process still exits by itself',
+    async (app) => {
+      const { live, body, code } = await probeRegisteredApp(app, await freePort());
+      expect(live).toBe(200);
+      expect(body).toEqual({ status: 'pass', healthy: ['healthcheck'], unhealthy: [] });
+      expect(code).toBe(0);
+    },
+  );
 
   it('LIFELINE_PROBE_MAX_CONNECTIONS reaches the probe server: a connection past it is closed, probes answer once it is free', async () => {
     const port = await freePort();
     const child = spawn(process.execPath, ['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
       cwd: ROOT,
-      env: { ...process.env, ...QUIET_OTEL, LIFELINE_PROBE_PORT: String(port), LIFELINE_PROBE_MAX_CONNECTIONS: '1', APP_LIFETIME_MS: '20000' },
+      env: {
+        ...process.env,
+        ...QUIET_OTEL,
+        LIFELINE_PROBE_PORT: String(port),
+        LIFELINE_PROBE_MAX_CONNECTIONS: '1',
+        APP_LIFETIME_MS: '20000',
+      },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     try {
-      await new Promise<void>((resolve) => child.stdout.once('data', () => { resolve(); }));
+      await new Promise<void>((resolve) =>
+        child.stdout.once('data', () => {
+          resolve();
+        }),
+      );
       const holder = connect(port, '127.0.0.1');
-      await new Promise<void>((resolve) => holder.once('connect', () => { resolve(); }));
-      const refused = await fetch(`http://127.0.0.1:${port}/live`).then((res) => res.status, () => 'closed');
+      await new Promise<void>((resolve) =>
+        holder.once('connect', () => {
+          resolve();
+        }),
+      );
+      const refused = await fetch(`http://127.0.0.1:${port}/live`).then(
+        (res) => res.status,
+        () => 'closed',
+      );
       expect(refused).toBe('closed');
       holder.destroy();
       let live: number | string = 'closed';
       for (let i = 0; i < 50 && live !== 200; i++) {
         await new Promise((resolve) => setTimeout(resolve, 20)); // the server learns of the close asynchronously
-        live = await fetch(`http://127.0.0.1:${port}/live`).then((res) => res.status, () => 'closed');
+        live = await fetch(`http://127.0.0.1:${port}/live`).then(
+          (res) => res.status,
+          () => 'closed',
+        );
       }
       expect(live).toBe(200);
     } finally {
@@ -57,7 +84,9 @@ describe('lifeline/register (README: Configuration)', () => {
     ['LIFELINE_HEALTH_INTERVAL_MS', '-3'],
     ['LIFELINE_LOG_LEVEL', 'chatty'],
   ])('an invalid %s=%s stops start-up with a message naming it', async (name, value) => {
-    const result = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env: { ...process.env, ...QUIET_OTEL, [name]: value } });
+    const result = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
+      env: { ...process.env, ...QUIET_OTEL, [name]: value },
+    });
     expect(result.code).toBe(1);
     expect(result.stdout).not.toContain('app listening');
     expect(result.stderr).toContain(`invalid ${name}=${JSON.stringify(value)}`);

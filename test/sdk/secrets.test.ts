@@ -43,7 +43,13 @@ describe('planted credentials never leave the process (README: When a component 
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     try {
       const until = Date.now() + 20_000;
-      while (!receiver.spans.some((s) => s.name.startsWith('GET /callback')) || !receiver.spans.some((s) => s.name === 'SELECT users') || !lines.some((l) => l.includes('health diagnostic')) || !receiver.spans.some((s) => s.name.startsWith('health verdict')) || !receiver.spans.some((s) => s.name === 'tick caller' && s.statusCode === 2)) {
+      while (
+        !receiver.spans.some((s) => s.name.startsWith('GET /callback')) ||
+        !receiver.spans.some((s) => s.name === 'SELECT users') ||
+        !lines.some((l) => l.includes('health diagnostic')) ||
+        !receiver.spans.some((s) => s.name.startsWith('health verdict')) ||
+        !receiver.spans.some((s) => s.name === 'tick caller' && s.statusCode === 2)
+      ) {
         if (Date.now() > until) throw new Error(`no verdict in time: ${stderr}`);
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
@@ -66,7 +72,9 @@ describe('planted credentials never leave the process (README: When a component 
       expect(callback?.statusMessage).toBe('login failed for bob: password="REDACTED"');
       expect(callback?.attributes['app.cookie_seen']).toBe('connect.sid=REDACTED; theme=dark');
       expect(callback?.attributes['app.forwarded']).toBe('forwarding REDACTED upstream');
-      expect(receiver.spans.find((s) => s.name === 'SELECT users')?.attributes['db.query.text']).toBe('SELECT 1 /* host=db user=app password=REDACTED */');
+      expect(receiver.spans.find((s) => s.name === 'SELECT users')?.attributes['db.query.text']).toBe(
+        'SELECT 1 /* host=db user=app password=REDACTED */',
+      );
       expect(exported).toContain('/app;jsessionid=REDACTED/x?%74oken=REDACTED&page=1');
       for (const value of [...Object.values(secrets), ...Object.values(planted)]) {
         expect(exported).not.toContain(value);

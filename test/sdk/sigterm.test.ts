@@ -6,9 +6,17 @@ import { otlpReceiver } from '../support/otlp-receiver.js';
 
 /** Starts the app under register, waits for its first line, returns it with a way to await its exit. */
 async function startApp(source: string, env: NodeJS.ProcessEnv) {
-  const child = spawn(process.execPath, ['--import', 'otel-lifeline/register', '--input-type=module', '-e', source], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'otel-lifeline/register', '--input-type=module', '-e', source], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   await new Promise((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) => child.once('exit', (code, signal) => { resolve({ code, signal, at: Date.now() }); }));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) =>
+    child.once('exit', (code, signal) => {
+      resolve({ code, signal, at: Date.now() });
+    }),
+  );
   return { child, exited };
 }
 

@@ -16,7 +16,12 @@ describe('startLifeline (README: Add it to your service)', () => {
   it('starts the SDK, the probe server and the catalog; ticks reach the exporter', async () => {
     const exporter = new InMemorySpanExporter();
     const health = new Health({ interval: 60_000 });
-    lifeline = await startLifeline({ serviceName: 'svc', spanProcessors: [new SimpleSpanProcessor({ exporter })], health, probe: { port: 0 } });
+    lifeline = await startLifeline({
+      serviceName: 'svc',
+      spanProcessors: [new SimpleSpanProcessor({ exporter })],
+      health,
+      probe: { port: 0 },
+    });
     expect(lifeline.health).toBe(health);
     const h = health.registerLiveness('poller');
     await h.take()?.run(async () => {
@@ -44,7 +49,9 @@ describe('startLifeline (README: Add it to your service)', () => {
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
     try {
       const port = (taken.address() as AddressInfo).port;
-      await expect(startLifeline({ spanProcessors: [], health: new Health(), probe: { port } })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+      await expect(startLifeline({ spanProcessors: [], health: new Health(), probe: { port } })).rejects.toMatchObject({
+        code: 'EADDRINUSE',
+      });
       lifeline = await startLifeline({ spanProcessors: [], health: new Health(), probe: false });
     } finally {
       taken.close();
@@ -53,6 +60,9 @@ describe('startLifeline (README: Add it to your service)', () => {
 
   it('a second start in the same process is refused while the first runs', async () => {
     lifeline = await startLifeline({ spanProcessors: [], health: new Health(), probe: false });
-    await expect(startLifeline({ spanProcessors: [], probe: false })).rejects.toMatchObject({ name: 'LifelineError', code: 'ERR_ALREADY_STARTED' });
+    await expect(startLifeline({ spanProcessors: [], probe: false })).rejects.toMatchObject({
+      name: 'LifelineError',
+      code: 'ERR_ALREADY_STARTED',
+    });
   });
 });

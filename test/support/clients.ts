@@ -26,15 +26,19 @@ const isHttps = (url: string): boolean => url.startsWith('https:');
 /** node:http / node:https as the standard library offers it. */
 const nodeHttp: Client = (url, options = {}) =>
   new Promise((resolve, reject) => {
-    const request = (isHttps(url) ? https : http).get(url, { ...(options.agent ? { agent: options.agent } : {}), ...(isHttps(url) ? { ca: tls.ca } : {}) }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => {
-        resolve(body);
-      });
-      res.on('error', reject);
-    });
+    const request = (isHttps(url) ? https : http).get(
+      url,
+      { ...(options.agent ? { agent: options.agent } : {}), ...(isHttps(url) ? { ca: tls.ca } : {}) },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () => {
+          resolve(body);
+        });
+        res.on('error', reject);
+      },
+    );
     request.on('error', reject);
   });
 
@@ -50,7 +54,10 @@ export const CLIENTS: Readonly<Record<string, Client>> = {
   'node:http(s)': nodeHttp,
   axios: async (url, options = {}) => {
     const agent = httpsAgentFor(url, options);
-    const res = await axios.get<string>(url, { responseType: 'text', ...(agent ? (isHttps(url) ? { httpsAgent: agent } : { httpAgent: agent }) : {}) });
+    const res = await axios.get<string>(url, {
+      responseType: 'text',
+      ...(agent ? (isHttps(url) ? { httpsAgent: agent } : { httpAgent: agent }) : {}),
+    });
     return res.data;
   },
   got: (url, options = {}) => {

@@ -19,7 +19,11 @@ export async function recordingServer(): Promise<TestServer & { seen: Map<string
  * `/ruled/<name>`, which a 10 s policy rule matches; then checks that x-request-timeout-ms went
  * to the internal hosts only, carrying the deadline the call got, and not for the headers bound.
  */
-export async function expectDeadlineHeaderToInternalHosts(server: Awaited<ReturnType<typeof recordingServer>>, name: string, call: (url: string) => Promise<unknown>): Promise<void> {
+export async function expectDeadlineHeaderToInternalHosts(
+  server: Awaited<ReturnType<typeof recordingServer>>,
+  name: string,
+  call: (url: string) => Promise<unknown>,
+): Promise<void> {
   const url = (path: string, host = '127.0.0.1') => `http://${host}:${String(server.port)}${path}`;
   await withTimeout(5_000, () => call(url(`/${name}/ip`)));
   await withTimeout(5_000, () => call(url(`/${name}/localhost`, 'localhost')));

@@ -32,7 +32,10 @@ const definition = {
   Metadata: { path: '/lifeline.Test/Metadata', requestStream: false, responseStream: false, ...json },
 };
 
-export async function startGrpcService(grpc: typeof Grpc, currentDeadline: () => { at: number; source: string } | undefined): Promise<GrpcService> {
+export async function startGrpcService(
+  grpc: typeof Grpc,
+  currentDeadline: () => { at: number; source: string } | undefined,
+): Promise<GrpcService> {
   const server = new grpc.Server();
   const streams = new Set<Grpc.ServerWritableStream<unknown, unknown>>();
   server.addService(definition, {
@@ -103,7 +106,12 @@ export function unary(client: GrpcService['client'], method: string, request: un
 }
 
 /** A server-streaming call, read to its end; resolves with the messages or rejects with the call's error. */
-export function serverStream(client: GrpcService['client'], method: string, request: unknown, options: Grpc.CallOptions = {}): Promise<unknown[]> {
+export function serverStream(
+  client: GrpcService['client'],
+  method: string,
+  request: unknown,
+  options: Grpc.CallOptions = {},
+): Promise<unknown[]> {
   return new Promise((resolve, reject) => {
     const call = client[method];
     if (call === undefined) throw new Error(method);

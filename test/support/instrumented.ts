@@ -10,7 +10,10 @@ import { DeadlinePropagator } from '../../src/index.js';
  */
 export function instrumentedUndici(processors: SpanProcessor[], config: UndiciInstrumentationConfig = {}, idGenerator?: IdGenerator) {
   const exporter = new InMemorySpanExporter();
-  const provider = new TracerProvider({ spanProcessors: [...processors, new SimpleSpanProcessor({ exporter })], ...(idGenerator === undefined ? {} : { idGenerator }) });
+  const provider = new TracerProvider({
+    spanProcessors: [...processors, new SimpleSpanProcessor({ exporter })],
+    ...(idGenerator === undefined ? {} : { idGenerator }),
+  });
   const instrumentation = new UndiciInstrumentation(config);
   return {
     exporter,

@@ -33,8 +33,20 @@ export function parentOf(span: JaegerSpan): string | undefined {
 }
 
 /** Traces of `service` whose spans match `tags` (values compared as strings by Jaeger). */
-export async function findTraces(queryUrl: string, service: string, tags: Record<string, string> = {}, operation?: string, limit = 50): Promise<JaegerTrace[]> {
-  const params = new URLSearchParams({ service, limit: String(limit), tags: JSON.stringify(tags), start: String((Date.now() - 3_600_000) * 1_000), end: String((Date.now() + 60_000) * 1_000) });
+export async function findTraces(
+  queryUrl: string,
+  service: string,
+  tags: Record<string, string> = {},
+  operation?: string,
+  limit = 50,
+): Promise<JaegerTrace[]> {
+  const params = new URLSearchParams({
+    service,
+    limit: String(limit),
+    tags: JSON.stringify(tags),
+    start: String((Date.now() - 3_600_000) * 1_000),
+    end: String((Date.now() + 60_000) * 1_000),
+  });
   if (operation !== undefined) params.set('operation', operation);
   const response = await fetch(`${queryUrl}/api/traces?${params.toString()}`);
   if (!response.ok) throw new Error(`Jaeger answered ${response.status}`);

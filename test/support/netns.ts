@@ -50,8 +50,38 @@ export function createTestHost(): TestHost {
     run(['ip', 'netns', 'del', name]);
     throw err;
   }
-  const rule = (action: '-A' | '-D', port: number) => ['ip', 'netns', 'exec', name, 'iptables', action, 'INPUT', '-p', 'tcp', '--dport', String(port), '-j', 'DROP'];
-  const outbound = (action: '-A' | '-D', to: string, port: number) => ['ip', 'netns', 'exec', name, 'iptables', action, 'OUTPUT', '-p', 'tcp', '-d', to, '--dport', String(port), '-j', 'DROP'];
+  const rule = (action: '-A' | '-D', port: number) => [
+    'ip',
+    'netns',
+    'exec',
+    name,
+    'iptables',
+    action,
+    'INPUT',
+    '-p',
+    'tcp',
+    '--dport',
+    String(port),
+    '-j',
+    'DROP',
+  ];
+  const outbound = (action: '-A' | '-D', to: string, port: number) => [
+    'ip',
+    'netns',
+    'exec',
+    name,
+    'iptables',
+    action,
+    'OUTPUT',
+    '-p',
+    'tcp',
+    '-d',
+    to,
+    '--dport',
+    String(port),
+    '-j',
+    'DROP',
+  ];
   return {
     name,
     localIp,
@@ -68,7 +98,8 @@ export function createTestHost(): TestHost {
     liftTo: (to, port) => {
       run(outbound('-D', to, port));
     },
-    spawn: (command, args, env) => spawn('ip', ['netns', 'exec', name, command, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }),
+    spawn: (command, args, env) =>
+      spawn('ip', ['netns', 'exec', name, command, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }),
     destroy: () => {
       try {
         run(['ip', 'link', 'del', hostSide]);

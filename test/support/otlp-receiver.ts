@@ -52,7 +52,15 @@ interface OtlpRequest {
  * `port` 0 picks a free one; a given port lets a test start the receiver after the service (a collector coming up late).
  * `answerAfterMs` makes every export take that long (a slow collector).
  */
-export async function otlpReceiver(port = 0, options: { answerAfterMs?: number } = {}): Promise<{ endpoint: string; spans: ReceivedSpan[]; waitFor: (predicate: (spans: ReceivedSpan[]) => boolean, timeoutMs?: number) => Promise<ReceivedSpan[]>; close: () => Promise<void> }> {
+export async function otlpReceiver(
+  port = 0,
+  options: { answerAfterMs?: number } = {},
+): Promise<{
+  endpoint: string;
+  spans: ReceivedSpan[];
+  waitFor: (predicate: (spans: ReceivedSpan[]) => boolean, timeoutMs?: number) => Promise<ReceivedSpan[]>;
+  close: () => Promise<void>;
+}> {
   const spans: ReceivedSpan[] = [];
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -74,7 +82,8 @@ export async function otlpReceiver(port = 0, options: { answerAfterMs?: number }
     async waitFor(predicate, timeoutMs = 15_000) {
       const until = Date.now() + timeoutMs;
       while (!predicate(spans)) {
-        if (Date.now() > until) throw new Error(`spans did not arrive in time; have: ${spans.map((s) => `${s.service}:${s.name}`).join(', ')}`);
+        if (Date.now() > until)
+          throw new Error(`spans did not arrive in time; have: ${spans.map((s) => `${s.service}:${s.name}`).join(', ')}`);
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
       return spans;
@@ -108,7 +117,11 @@ function flatten(request: OtlpRequest): ReceivedSpan[] {
           statusMessage: span.status?.message ?? '',
           attributes: attributesOf(span.attributes),
           events: (span.events ?? []).map((event) => ({ name: event.name, attributes: attributesOf(event.attributes) })),
-          links: (span.links ?? []).map((link) => ({ traceId: link.traceId, spanId: link.spanId, attributes: attributesOf(link.attributes) })),
+          links: (span.links ?? []).map((link) => ({
+            traceId: link.traceId,
+            spanId: link.spanId,
+            attributes: attributesOf(link.attributes),
+          })),
         });
       }
     }
@@ -119,7 +132,12 @@ function flatten(request: OtlpRequest): ReceivedSpan[] {
 function attributesOf(list: OtlpAttribute[] | undefined): Record<string, string | number | boolean> {
   const result: Record<string, string | number | boolean> = {};
   for (const { key, value } of list ?? []) {
-    const v = value.stringValue ?? value.boolValue ?? value.doubleValue ?? (value.intValue === undefined ? undefined : Number(value.intValue)) ?? (value.arrayValue === undefined ? undefined : JSON.stringify(value.arrayValue));
+    const v =
+      value.stringValue ??
+      value.boolValue ??
+      value.doubleValue ??
+      (value.intValue === undefined ? undefined : Number(value.intValue)) ??
+      (value.arrayValue === undefined ? undefined : JSON.stringify(value.arrayValue));
     if (v !== undefined) result[key] = v;
   }
   return result;

@@ -4,7 +4,11 @@ import { connect } from 'node:net';
  * Sends raw bytes to a port and collects everything the server answers until it closes the
  * connection (or `timeoutMs` passes). For requests no HTTP client would send.
  */
-export function rawExchange(port: number, bytes: string | Buffer, options: { timeoutMs?: number; keepOpen?: boolean } = {}): Promise<{ answer: string; closed: boolean; ms: number }> {
+export function rawExchange(
+  port: number,
+  bytes: string | Buffer,
+  options: { timeoutMs?: number; keepOpen?: boolean } = {},
+): Promise<{ answer: string; closed: boolean; ms: number }> {
   const started = Date.now();
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');

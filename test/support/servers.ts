@@ -20,7 +20,11 @@ export function serve(handler: (req: IncomingMessage, res: ServerResponse) => vo
 }
 
 /** Listens on loopback with a server `make` builds around a request-counting `handler`. */
-async function listening(scheme: 'http' | 'https', make: (counted: (req: IncomingMessage, res: ServerResponse) => void) => Server, handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<TestServer> {
+async function listening(
+  scheme: 'http' | 'https',
+  make: (counted: (req: IncomingMessage, res: ServerResponse) => void) => Server,
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<TestServer> {
   let seen = 0;
   const server = make((req, res) => {
     seen++;
@@ -72,7 +76,29 @@ export function tricklesBody(everyMs: number) {
 export function selfSignedCertificate(): { key: string; cert: string } {
   const dir = mkdtempSync(join(tmpdir(), 'lifeline-tls-'));
   try {
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1,DNS:localhost',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    );
     return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8') };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -80,7 +106,10 @@ export function selfSignedCertificate(): { key: string; cert: string } {
 }
 
 /** A real HTTPS server on loopback with the given certificate and handler. */
-export function serveTls(credentials: { key: string; cert: string }, handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<TestServer> {
+export function serveTls(
+  credentials: { key: string; cert: string },
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<TestServer> {
   return listening('https', (counted) => createHttpsServer(credentials, counted), handler);
 }
 

@@ -17,7 +17,11 @@ export interface ChildService {
 }
 
 export async function startService(script: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Promise<ChildService> {
-  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, script], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });

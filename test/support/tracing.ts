@@ -23,7 +23,10 @@ export function blockEventLoop(ms: number): void {
 }
 
 /** The first ended client span that `match` accepts, waiting some turns for it (a span ends a few turns after the caller's result). */
-export async function endedClientSpan(spans: () => ReadableSpan[], match: (span: ReadableSpan) => boolean): Promise<ReadableSpan | undefined> {
+export async function endedClientSpan(
+  spans: () => ReadableSpan[],
+  match: (span: ReadableSpan) => boolean,
+): Promise<ReadableSpan | undefined> {
   for (let turn = 0; turn < 50; turn++) {
     const span = spans().find((s) => s.kind === SpanKind.CLIENT && match(s));
     if (span !== undefined) return span;
@@ -37,5 +40,11 @@ export async function endedClientSpan(spans: () => ReadableSpan[], match: (span:
  * the test's own, no probe server, SIGTERM left alone; `options` adds the rest.
  */
 export function startInMemoryLifeline(exporter: InMemorySpanExporter, options: LifelineOptions = {}): Promise<Lifeline> {
-  return startLifeline({ spanProcessors: [new SimpleSpanProcessor({ exporter })], health: new Health(), probe: false, handleSigterm: false, ...options });
+  return startLifeline({
+    spanProcessors: [new SimpleSpanProcessor({ exporter })],
+    health: new Health(),
+    probe: false,
+    handleSigterm: false,
+    ...options,
+  });
 }

@@ -2,7 +2,15 @@ import { createHook } from 'node:async_hooks';
 import { Writable } from 'node:stream';
 import * as undici from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { currentDeadline, Health, installDeadlineDispatcher, isDeadlineExceeded, withDeadline, withTimeout, type InstalledDeadlineDispatcher } from '../../src/index.js';
+import {
+  currentDeadline,
+  Health,
+  installDeadlineDispatcher,
+  isDeadlineExceeded,
+  withDeadline,
+  withTimeout,
+  type InstalledDeadlineDispatcher,
+} from '../../src/index.js';
 import { answersOk, neverAnswers, serve, stallsBody, tricklesBody, type TestServer } from '../support/servers.js';
 
 type Call = (url: string) => Promise<unknown>;
@@ -12,7 +20,16 @@ const CLIENTS: Record<string, Call> = {
   'undici.fetch': async (url) => (await undici.fetch(url)).text(),
   'undici.request': async (url) => (await undici.request(url)).body.text(),
   'undici.stream': (url) =>
-    undici.stream(url, { method: 'GET' }, () => new Writable({ write: (_chunk, _encoding, done) => { done(); } })),
+    undici.stream(
+      url,
+      { method: 'GET' },
+      () =>
+        new Writable({
+          write: (_chunk, _encoding, done) => {
+            done();
+          },
+        }),
+    ),
 };
 
 let installed: InstalledDeadlineDispatcher;

@@ -4,10 +4,11 @@ import { serve, stallsBody } from '../support/servers.js';
 
 // Each case runs in a fresh process: whether undici is loaded, and what the global slots hold, is
 // per process. (One small file of undici, its symbols, is read at import; its index is the cost.)
-const LOADED = "Object.keys((await import('node:module')).createRequire(import.meta.url).cache).some((f) => f.endsWith('/node_modules/undici/index.js'))";
+const LOADED =
+  "Object.keys((await import('node:module')).createRequire(import.meta.url).cache).some((f) => f.endsWith('/node_modules/undici/index.js'))";
 
 describe('the deadline dispatcher is built on the first request', () => {
-  it("installing loads no undici; the first fetch builds it and is bounded like any other", async () => {
+  it('installing loads no undici; the first fetch builds it and is bounded like any other', async () => {
     const server = await serve(stallsBody);
     try {
       const result = await runModule(`

@@ -2,9 +2,25 @@ import { propagation } from '@opentelemetry/api';
 import { Readable, Writable } from 'node:stream';
 import * as undici from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DeadlineExceededError, DeadlinePropagator, installDeadlineDispatcher, isDeadlineExceeded, withTimeout, type InstalledDeadlineDispatcher } from '../../src/index.js';
+import {
+  DeadlineExceededError,
+  DeadlinePropagator,
+  installDeadlineDispatcher,
+  isDeadlineExceeded,
+  withTimeout,
+  type InstalledDeadlineDispatcher,
+} from '../../src/index.js';
 import { expectDeadlineHeaderToInternalHosts, recordingServer } from '../support/deadline-header.js';
-import { answersAfter, loopbackLookup, neverAnswers, readsBody, serve, stallsHandshake, streamsFor, type TestServer } from '../support/servers.js';
+import {
+  answersAfter,
+  loopbackLookup,
+  neverAnswers,
+  readsBody,
+  serve,
+  stallsHandshake,
+  streamsFor,
+  type TestServer,
+} from '../support/servers.js';
 
 /**
  * The headers bound and the deadline header on undici's path (Node's fetch, undici's fetch,
@@ -22,7 +38,17 @@ const CLIENTS: Record<string, Call> = {
   'undici.request': async (url) => (await undici.request(url)).body.text(),
   'undici.stream': async (url) => {
     let body = '';
-    await undici.stream(url, { method: 'GET' }, () => new Writable({ write: (chunk: Buffer, _encoding, done) => { body += chunk.toString(); done(); } }));
+    await undici.stream(
+      url,
+      { method: 'GET' },
+      () =>
+        new Writable({
+          write: (chunk: Buffer, _encoding, done) => {
+            body += chunk.toString();
+            done();
+          },
+        }),
+    );
     return body;
   },
 };
@@ -104,7 +130,14 @@ describe('undici.request options', () => {
   const shapes: [string, () => unknown][] = [
     ['an object', () => ({ 'x-mine': 'a', 'X-Request-Timeout-Ms': '999999' })],
     ['a flat array', () => ['x-mine', 'a', 'x-request-timeout-ms', '999999']],
-    ['a Map', () => new Map([['x-mine', 'a'], ['x-request-timeout-ms', '999999']])],
+    [
+      'a Map',
+      () =>
+        new Map([
+          ['x-mine', 'a'],
+          ['x-request-timeout-ms', '999999'],
+        ]),
+    ],
     ['a Headers', () => new undici.Headers({ 'x-mine': 'a', 'x-request-timeout-ms': '999999' })],
     [
       'a generator of pairs',
@@ -115,21 +148,26 @@ describe('undici.request options', () => {
         })(),
     ],
   ];
-  it.each(shapes)("headers as %s: the caller's headers arrive, one deadline header replaces theirs, their object is unchanged", async (shape, make) => {
-    const headers = make();
-    const before = headers instanceof Map ? [...headers] : JSON.stringify(headers);
-    const path = `/shape/${shape.replace(/ /g, '-')}`;
-    const { body } = await withTimeout(5_000, () => undici.request(url('recording', path), { headers: headers as never }));
-    expect(await body.text()).toBe('ok');
-    const got = recording.seen.get(path);
-    expect(got?.['x-mine']).toBe('a');
-    expect(got?.['x-request-timeout-ms']).toMatch(/^\d+$/);
-    expect(Number(got?.['x-request-timeout-ms'])).toBeLessThanOrEqual(5_000);
-    expect(headers instanceof Map ? [...headers] : JSON.stringify(headers)).toEqual(before);
-  });
+  it.each(shapes)(
+    "headers as %s: the caller's headers arrive, one deadline header replaces theirs, their object is unchanged",
+    async (shape, make) => {
+      const headers = make();
+      const before = headers instanceof Map ? [...headers] : JSON.stringify(headers);
+      const path = `/shape/${shape.replace(/ /g, '-')}`;
+      const { body } = await withTimeout(5_000, () => undici.request(url('recording', path), { headers: headers as never }));
+      expect(await body.text()).toBe('ok');
+      const got = recording.seen.get(path);
+      expect(got?.['x-mine']).toBe('a');
+      expect(got?.['x-request-timeout-ms']).toMatch(/^\d+$/);
+      expect(Number(got?.['x-request-timeout-ms'])).toBeLessThanOrEqual(5_000);
+      expect(headers instanceof Map ? [...headers] : JSON.stringify(headers)).toEqual(before);
+    },
+  );
 
   it("headers undici refuses still fail with undici's own error", async () => {
-    const error = await withTimeout(5_000, () => undici.request(url('recording', '/odd'), { headers: ['x-mine'] as never })).catch((e: unknown) => e);
+    const error = await withTimeout(5_000, () => undici.request(url('recording', '/odd'), { headers: ['x-mine'] as never })).catch(
+      (e: unknown) => e,
+    );
     expect((error as { code?: string }).code).toBe('UND_ERR_INVALID_ARG');
     expect(recording.seen.has('/odd')).toBe(false);
   });

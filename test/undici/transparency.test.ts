@@ -6,7 +6,13 @@ import { createProxy } from 'proxy';
 import * as undici from 'undici';
 import * as undici7 from 'undici7';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deadlineInterceptor, installDeadlineDispatcher, isDeadlineExceeded, withTimeout, type InstalledDeadlineDispatcher } from '../../src/index.js';
+import {
+  deadlineInterceptor,
+  installDeadlineDispatcher,
+  isDeadlineExceeded,
+  withTimeout,
+  type InstalledDeadlineDispatcher,
+} from '../../src/index.js';
 import { wrapWithDeadline } from '../../src/undici/deadline-handler.js';
 import { runNode } from '../support/node.js';
 import { answersOk, serve, type TestServer } from '../support/servers.js';
@@ -23,7 +29,9 @@ beforeAll(async () => {
   ok = await serve(answersOk);
   echo = await serve((req, res) => {
     void readAll(req).then((body) => {
-      res.writeHead(200, { 'content-type': 'text/plain' }).end(`${req.headers['content-type'] ?? ''}\n${req.headers['content-length'] ?? 'chunked'}\n${body}`);
+      res
+        .writeHead(200, { 'content-type': 'text/plain' })
+        .end(`${req.headers['content-type'] ?? ''}\n${req.headers['content-length'] ?? 'chunked'}\n${body}`);
     });
   });
 });
@@ -59,9 +67,20 @@ describe('fetch resource timing', () => {
     const url = `${ok.url}/timing-${String(Math.random()).slice(2)}`;
     const entry = resourceTiming(url);
     await run(async () => (await fetch(url)).text());
-    const timing = (await entry).toJSON() as Record<'startTime' | 'fetchStart' | 'connectStart' | 'connectEnd' | 'requestStart' | 'responseStart' | 'responseEnd', number>;
+    const timing = (await entry).toJSON() as Record<
+      'startTime' | 'fetchStart' | 'connectStart' | 'connectEnd' | 'requestStart' | 'responseStart' | 'responseEnd',
+      number
+    >;
     expect(timing.responseStart).toBeGreaterThan(0);
-    const order = [timing.startTime, timing.fetchStart, timing.connectStart, timing.connectEnd, timing.requestStart, timing.responseStart, timing.responseEnd];
+    const order = [
+      timing.startTime,
+      timing.fetchStart,
+      timing.connectStart,
+      timing.connectEnd,
+      timing.requestStart,
+      timing.responseStart,
+      timing.responseEnd,
+    ];
     expect(order).toEqual([...order].sort((a, b) => a - b));
   });
 });
@@ -84,9 +103,14 @@ function recordingHandler(withBodyHooks: boolean) {
       seen.error = error;
       resolve(seen);
     },
-    ...(withBodyHooks ? { onBodySent: (chunk: Buffer | string) => void seen.bodySent.push(String(chunk)), onRequestSent: () => {
-      seen.requestSent++;
-    } } : {}),
+    ...(withBodyHooks
+      ? {
+          onBodySent: (chunk: Buffer | string) => void seen.bodySent.push(String(chunk)),
+          onRequestSent: () => {
+            seen.requestSent++;
+          },
+        }
+      : {}),
   };
   return { done, handler };
 }
@@ -95,8 +119,18 @@ describe('handler callbacks under a deadline', () => {
   // On an undici 8 client, as undici's own interceptors/body-sent-hooks.js does: Node's bundled
   // undici 7 (the global dispatcher once node:http is imported from ESM) drops these itself.
   it.each([
-    ['without a deadline', (fn: () => void) => { fn(); }],
-    ['under a deadline', (fn: () => void) => { withTimeout(10_000, fn); }],
+    [
+      'without a deadline',
+      (fn: () => void) => {
+        fn();
+      },
+    ],
+    [
+      'under a deadline',
+      (fn: () => void) => {
+        withTimeout(10_000, fn);
+      },
+    ],
   ])('onBodySent, onRequestSent and onResponseStarted reach the handler %s', async (_case, run) => {
     const client = new undici.Client(echo.url).compose(deadlineInterceptor());
     try {
@@ -177,19 +211,30 @@ describe("handlers undici refuses keep undici's error under a deadline", () => {
 
   it('a handler without onResponseEnd is told through onResponseError, not left waiting', () => {
     const errors: Error[] = [];
-    const handler = { onRequestStart() {}, onResponseStart() {}, onResponseData() {}, onResponseError: (_c: unknown, error: Error) => void errors.push(error) };
+    const handler = {
+      onRequestStart() {},
+      onResponseStart() {},
+      onResponseData() {},
+      onResponseError: (_c: unknown, error: Error) => void errors.push(error),
+    };
     withTimeout(10_000, () => client.dispatch({ path: '/', method: 'GET' }, handler as unknown as undici.Dispatcher.DispatchHandler));
     expect(errors.map((e) => (e as Error & { code?: string }).code)).toEqual(['UND_ERR_INVALID_ARG']);
   });
 
   it('a legacy handler through the global slot older undici copies read is answered, with or without lifeline', async () => {
-    const legacySlot = (): undici.Dispatcher => (globalThis as unknown as Record<symbol, undici.Dispatcher>)[Symbol.for('undici.globalDispatcher.1')] as undici.Dispatcher;
+    const legacySlot = (): undici.Dispatcher =>
+      (globalThis as unknown as Record<symbol, undici.Dispatcher>)[Symbol.for('undici.globalDispatcher.1')] as undici.Dispatcher;
     const answer = (): Promise<number> =>
       new Promise((resolve, reject) => {
-        legacySlot().dispatch(
-          { origin: ok.url, path: '/legacy', method: 'GET' },
-          { onConnect() {}, onHeaders: (status: number) => { resolve(status); }, onData() {}, onComplete() {}, onError: reject } as unknown as undici.Dispatcher.DispatchHandler,
-        );
+        legacySlot().dispatch({ origin: ok.url, path: '/legacy', method: 'GET' }, {
+          onConnect() {},
+          onHeaders: (status: number) => {
+            resolve(status);
+          },
+          onData() {},
+          onComplete() {},
+          onError: reject,
+        } as unknown as undici.Dispatcher.DispatchHandler);
       });
     expect(await answer()).toBe(200);
     expect(await withTimeout(10_000, answer)).toBe(200);
@@ -213,12 +258,24 @@ function catchCode(fn: () => unknown): string | undefined {
 
 describe('FormData from another undici copy (an app whose undici is not deduplicated)', () => {
   it.each([
-    ['undici 7', () => new undici7.FormData() as unknown as FormData, (url: string, body: unknown) => undici7.request(url, { method: 'POST', body: body as never })],
-    ['undici 8', () => new undici.FormData() as unknown as FormData, (url: string, body: unknown) => undici.request(url, { method: 'POST', body: body as never })],
-    ["Node's own, through fetch", () => new FormData(), async (url: string, body: unknown) => {
-      const res = await fetch(url, { method: 'POST', body: body as FormData });
-      return { statusCode: res.status, body: { text: () => res.text() } };
-    }],
+    [
+      'undici 7',
+      () => new undici7.FormData() as unknown as FormData,
+      (url: string, body: unknown) => undici7.request(url, { method: 'POST', body: body as never }),
+    ],
+    [
+      'undici 8',
+      () => new undici.FormData() as unknown as FormData,
+      (url: string, body: unknown) => undici.request(url, { method: 'POST', body: body as never }),
+    ],
+    [
+      "Node's own, through fetch",
+      () => new FormData(),
+      async (url: string, body: unknown) => {
+        const res = await fetch(url, { method: 'POST', body: body as FormData });
+        return { statusCode: res.status, body: { text: () => res.text() } };
+      },
+    ],
   ])('%s: the multipart body arrives whole, under a deadline', async (_copy, make, request) => {
     const form = make();
     form.append('field', 'value');
@@ -232,7 +289,6 @@ describe('FormData from another undici copy (an app whose undici is not deduplic
     expect(text).toContain('name="field"\r\n\r\nvalue');
     expect(text).toContain('name="file"; filename="notes.txt"\r\nContent-Type: text/plain\r\n\r\nfile contents');
   });
-
 });
 
 describe('the dispatcher the process already has', () => {
@@ -244,7 +300,8 @@ describe('the dispatcher the process already has', () => {
   beforeAll(async () => {
     proxy = createProxy(createServer());
     // Forwarded (`GET http://host/path`) or tunnelled (`CONNECT host:port`): either way through the proxy.
-    const seen = (req: IncomingMessage): void => void proxied.add(new URL(req.url?.startsWith('http') ? req.url : `http://${req.url ?? ''}`).host);
+    const seen = (req: IncomingMessage): void =>
+      void proxied.add(new URL(req.url?.startsWith('http') ? req.url : `http://${req.url ?? ''}`).host);
     proxy.on('request', seen);
     proxy.on('connect', seen);
     proxy.listen(0, '127.0.0.1');

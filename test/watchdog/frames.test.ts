@@ -15,7 +15,13 @@ afterAll(() => {
  * sources content make its file big, `segments` more mappings (on later lines) make it costly to decode.
  */
 function mapJson(padding = 0, segments = 0): string {
-  return JSON.stringify({ version: 3, sources: ['report.ts'], names: [], mappings: `AAEA${';AACA'.repeat(segments)}`, sourcesContent: ['x'.repeat(padding)] });
+  return JSON.stringify({
+    version: 3,
+    sources: ['report.ts'],
+    names: [],
+    mappings: `AAEA${';AACA'.repeat(segments)}`,
+    sourcesContent: ['x'.repeat(padding)],
+  });
 }
 
 function script(name: string, body: string): BlockedFrame {
@@ -26,11 +32,17 @@ function script(name: string, body: string): BlockedFrame {
 
 const inline = (json: string) => `//# sourceMappingURL=data:application/json;base64,${Buffer.from(json).toString('base64')}\n`;
 
-describe('SourceMapper: frames of compiled files, within the watchdog thread\'s heap', () => {
+describe("SourceMapper: frames of compiled files, within the watchdog thread's heap", () => {
   it('maps through an inline map and through a map file beside the script', () => {
     writeFileSync(join(dir, 'beside.js.map'), mapJson());
-    const frames = [script('inline.js', `crunch();\n${inline(mapJson())}`), script('beside.js', 'crunch();\n//# sourceMappingURL=beside.js.map\n')];
-    expect(new SourceMapper().map(frames).map((f) => `${f.file}:${String(f.line)}`)).toEqual([join(dir, 'report.ts:3'), join(dir, 'report.ts:3')]);
+    const frames = [
+      script('inline.js', `crunch();\n${inline(mapJson())}`),
+      script('beside.js', 'crunch();\n//# sourceMappingURL=beside.js.map\n'),
+    ];
+    expect(new SourceMapper().map(frames).map((f) => `${f.file}:${String(f.line)}`)).toEqual([
+      join(dir, 'report.ts:3'),
+      join(dir, 'report.ts:3'),
+    ]);
   });
 
   it('leaves frames as compiled when the map file is over 4 MiB (inline or beside) or its mappings over 512 KiB; a bundle over 4 MiB is read only at its end', () => {
@@ -55,7 +67,11 @@ describe('SourceMapper: frames of compiled files, within the watchdog thread\'s 
   });
 
   it('a missing or broken map leaves the frame as it is', () => {
-    const frames = [script('missing.js', 'crunch();\n//# sourceMappingURL=nowhere.js.map\n'), script('broken.js', `crunch();\n${inline('{not json')}`), { function: 'f', file: 'node:internal/x', line: 1, column: 1 }];
+    const frames = [
+      script('missing.js', 'crunch();\n//# sourceMappingURL=nowhere.js.map\n'),
+      script('broken.js', `crunch();\n${inline('{not json')}`),
+      { function: 'f', file: 'node:internal/x', line: 1, column: 1 },
+    ];
     expect(new SourceMapper().map(frames)).toEqual(frames);
   });
 });

@@ -14,7 +14,11 @@ describe('probes served by the watchdog thread', () => {
   it('answer from a verdict as soon as it changes, not a heartbeat later', async () => {
     const health = new Health({ interval: 60_000 });
     // A beat every 250 ms: the verdicts a beat publishes would be up to 250 ms old.
-    const watchdog = startWatchdog({ thresholdMs: 5_000, exportSpans: false, logger: { warn: () => undefined, info: () => undefined, debug: () => undefined } });
+    const watchdog = startWatchdog({
+      thresholdMs: 5_000,
+      exportSpans: false,
+      logger: { warn: () => undefined, info: () => undefined, debug: () => undefined },
+    });
     const probes = await watchdog.serveProbes(health, { port: 0, host: '127.0.0.1' });
     cleanup.push(
       () => {

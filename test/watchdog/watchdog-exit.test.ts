@@ -51,7 +51,11 @@ describe('the watchdog thread exits on its own (a crash, its heap limit)', () =>
     const watchdog = startWatchdog({ thresholdMs: 1_000, exportSpans: false, logger });
     const probes = await watchdog.serveProbes(health, { port: 0, host: '127.0.0.1' });
     closeAll(health, watchdog, probes);
-    const live = () => fetch(`${probes.url}/live`).then((r) => r.status, () => 0);
+    const live = () =>
+      fetch(`${probes.url}/live`).then(
+        (r) => r.status,
+        () => 0,
+      );
     expect(await live()).toBe(200);
 
     await endThread();
@@ -59,7 +63,9 @@ describe('the watchdog thread exits on its own (a crash, its heap limit)', () =>
     const until = Date.now() + 5_000;
     while (status !== 200 && Date.now() < until) status = await new Promise((resolve) => setTimeout(resolve, 20)).then(live);
     expect(status).toBe(200);
-    expect(lines).toContain('lifeline: the watchdog thread exited; blocked event loops are not reported, and probes are served on the main thread');
+    expect(lines).toContain(
+      'lifeline: the watchdog thread exited; blocked event loops are not reported, and probes are served on the main thread',
+    );
     // Closing the watchdog closes what took its place.
     await watchdog.close();
     expect(await live()).toBe(0);
@@ -67,7 +73,11 @@ describe('the watchdog thread exits on its own (a crash, its heap limit)', () =>
 
   it('gone before it was asked to serve: the probes are served on the main thread', async () => {
     const health = new Health({ interval: 60_000 });
-    const watchdog = startWatchdog({ thresholdMs: 1_000, exportSpans: false, logger: { warn: () => undefined, info: () => undefined, debug: () => undefined } });
+    const watchdog = startWatchdog({
+      thresholdMs: 1_000,
+      exportSpans: false,
+      logger: { warn: () => undefined, info: () => undefined, debug: () => undefined },
+    });
     await endThread();
     const probes = await watchdog.serveProbes(health, { port: 0, host: '127.0.0.1' });
     closeAll(health, watchdog, probes);
