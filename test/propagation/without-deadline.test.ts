@@ -153,15 +153,13 @@ describe('a background refresher started lazily inside a request with a 1 ms inb
         started = true;
         void (detach ? withoutDeadline(refresher) : refresher());
       }
-      res
-        .setHeader('content-type', 'application/json')
-        .end(
-          JSON.stringify({
-            inboundAt: inbound?.at ?? null,
-            source: inbound?.source ?? null,
-            traceId: trace.getActiveSpan()?.spanContext().traceId,
-          }),
-        );
+      res.setHeader('content-type', 'application/json').end(
+        JSON.stringify({
+          inboundAt: inbound?.at ?? null,
+          source: inbound?.source ?? null,
+          traceId: trace.getActiveSpan()?.spanContext().traceId,
+        }),
+      );
     });
     return { url, triggers, results };
   }
