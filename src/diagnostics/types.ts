@@ -1,6 +1,8 @@
 /** An unhealthy component as the catalog hands it to diagnostics. */
 export interface DiagnosedComponent {
+  /** The name it was registered under. */
   readonly name: string;
+  /** Which probes it counts in. */
   readonly probe: 'liveness' | 'readiness' | 'startup';
   /** The tick the component last took, whose trace holds its stuck work. */
   readonly tick: { readonly traceId: string; readonly spanId: string; readonly seq: number; readonly deadline: number } | undefined;
@@ -8,13 +10,17 @@ export interface DiagnosedComponent {
 
 /** One in-flight span of a stuck trace, with its in-flight children. */
 export interface InFlightNode {
+  /** The span's name, redacted. */
   readonly name: string;
   readonly traceId: string;
   readonly spanId: string;
+  /** Its parent's span ID; `undefined` for a root, or a parent that has ended. */
   readonly parentSpanId: string | undefined;
   /** Ms since the span started. */
   readonly ageMs: number;
+  /** When it started, ISO 8601. */
   readonly startedAt: string;
+  /** Its deadline (ISO 8601) and the ms left to it, negative once passed; `undefined` when nothing bounded it. */
   readonly deadline: { readonly at: string; readonly remainingMs: number } | undefined;
   /** Key attributes (URL, method, peer, component, …), redacted. */
   readonly attributes: Readonly<Record<string, string | number | boolean>>;
@@ -22,32 +28,44 @@ export interface InFlightNode {
   readonly origin: string | undefined;
   /** The creation stack, lifeline's and OpenTelemetry's own frames trimmed. */
   readonly stack: string | undefined;
+  /** Its children still in flight. */
   readonly children: readonly InFlightNode[];
 }
 
 /** A libuv handle of the process, from `process.report`. */
 export interface HandleInfo {
+  /** libuv's handle type: `tcp`, `timer`, `pipe`, … */
   readonly type: string;
+  /** What it is: a socket's two endpoints, when a timer fires, whether it is unref-ed. */
   readonly details: string;
 }
 
 /** What `health.diagnose()` returns and a `health verdict` span carries. */
 export interface DiagnosticSnapshot {
+  /** When it was taken, ISO 8601. */
   readonly at: string;
+  /** The unhealthy components' names, sorted. */
   readonly unhealthy: readonly string[];
+  /** Per unhealthy component: its last tick and what is still in flight in that tick's trace. */
   readonly components: readonly {
     readonly name: string;
     readonly probe: string;
     readonly tick: DiagnosedComponent['tick'];
+    /** The trace's spans still in flight, as trees (roots first). */
     readonly inFlight: readonly InFlightNode[];
     /** In-flight spans of the trace left out of `inFlight` (it keeps the first 1,000). */
     readonly omitted: number;
   }[];
+  /** The process: what a goroutine dump would add. */
   readonly process: {
     readonly pid: number;
+    /** Seconds since the process started. */
     readonly uptimeS: number;
+    /** Its libuv handles: sockets with their peers, timers. */
     readonly handles: readonly HandleInfo[];
+    /** `process.getActiveResourcesInfo()`, counted by kind. */
     readonly activeResources: Readonly<Record<string, number>>;
+    /** Event-loop delay since the last diagnostic. */
     readonly eventLoopDelayMs: { readonly p50: number; readonly p99: number; readonly max: number };
   };
   /** In-flight spans the tracker dropped because it was full. */
@@ -56,6 +74,7 @@ export interface DiagnosticSnapshot {
 
 /** An event-loop block, as the verdict recorded after it says it. */
 export interface BlockedLoop {
+  /** How long the loop did not run. */
   readonly blockedMs: number;
   /** `crunchReport (/app/report.js:8)`, when the stack was captured. */
   readonly blockedIn?: string | undefined;

@@ -41,8 +41,11 @@ export type ProbeKind = 'live' | 'ready' | 'startup';
 
 /** The verdicts for one probe. Names are sorted; `ok` iff `unhealthy` is empty. */
 export interface HealthStatus {
+  /** Whether the probe passes: nothing is unhealthy. */
   readonly ok: boolean;
+  /** The healthy components (with the catalog's own `healthcheck`), sorted. */
   readonly healthy: readonly string[];
+  /** The unhealthy ones, sorted: `healthcheck` when rounds stalled, `shutdown` while draining (readiness). */
   readonly unhealthy: readonly string[];
   /**
    * Set by the watchdog thread while the event loop is blocked past its threshold (the catalog's
@@ -53,6 +56,7 @@ export interface HealthStatus {
 
 /** A blocked event loop, as a probe answer shows it. */
 export interface EventLoopStatus {
+  /** How long the loop has not run, so far. */
   readonly blockedMs: number;
   /** `crunchReport (/app/report.js:8)`, when the stack was captured. */
   readonly blockedIn?: string;

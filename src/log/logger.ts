@@ -3,8 +3,11 @@ import { errorText } from '../errors/index.js';
 
 /** The slice of a pino logger lifeline writes to; any pino logger (or child) fits. */
 export interface Logger {
+  /** Something failed and lifeline went on (see `logSwallowed`), or a setting was refused. */
   warn(obj: object, msg: string): void;
+  /** What an operator wants to see: verdicts, a failing probe, a blocked event loop. */
   info(obj: object, msg: string): void;
+  /** Dumps (the diagnostic, unless `diagnostics.log` is `'info'`). */
   debug(obj: object, msg: string): void;
 }
 

@@ -11,7 +11,9 @@ export type RuleValue = string | number | RegExp;
  * Matchable keys: `server.address`, `server.port`, `http.request.method`, `url.scheme`, `url.path`.
  */
 export interface DeadlineRule {
+  /** Attribute → value; the rule applies when every one matches the call. */
   readonly match: Readonly<Record<string, RuleValue>>;
+  /** The call's budget from when it is made (only ever shrinks a deadline already in force). */
   readonly timeoutMs: number;
 }
 
