@@ -87,8 +87,14 @@ describe('SIGTERM under load (issue 6: shutdown)', () => {
       const failedFrom = ready.indexOf(503);
       const answers = `readiness answers after SIGTERM: ${ready.join(' ')}`;
       expect(failedFrom, answers).toBeGreaterThanOrEqual(0);
-      expect(ready.slice(0, failedFrom).every((s) => s === 200), answers).toBe(true); // before the service took the signal
-      expect(ready.slice(failedFrom).every((s) => s === 503), answers).toBe(true); // and never passing again
+      expect(
+        ready.slice(0, failedFrom).every((s) => s === 200),
+        answers,
+      ).toBe(true); // before the service took the signal
+      expect(
+        ready.slice(failedFrom).every((s) => s === 503),
+        answers,
+      ).toBe(true); // and never passing again
       expect(firstFailMs, answers).toBeLessThan(1_000);
       expect(live.every((s) => s === 200)).toBe(true);
       expect(exit.signal).toBe('SIGTERM');
