@@ -5,7 +5,7 @@
  * Run: npm run bench:redaction
  */
 import { TracerProvider } from '@opentelemetry/sdk-trace';
-import { InFlightSpanProcessor } from 'otel-lifeline';
+import { InFlightSpanProcessor, RedactionSpanProcessor } from 'otel-lifeline';
 import { adversarialQuery, fixed, summarize, table } from './support.ts';
 
 const ROUNDS = 7;
@@ -75,8 +75,8 @@ console.log(
 );
 table(['input', 'size', 'ns / byte', 'min–max', 'ratio to 1 KiB'], rows);
 
-// With the default cap, and the way a service pays it: one span carrying the URL, through the processor.
-const provider = new TracerProvider({ spanProcessors: [new InFlightSpanProcessor()] });
+// With the default cap, and the way a service pays it: one span carrying the URL, through the redaction processor.
+const provider = new TracerProvider({ spanProcessors: [new RedactionSpanProcessor()] });
 const tracer = provider.getTracer('bench');
 /** 20 URLs of one shape, keys distinct across them (an attacker need not repeat a key). */
 const urls = (keys: (first: number) => string) =>
@@ -113,7 +113,7 @@ for (const [label, batch] of [
   ]);
 }
 console.log(
-  `## With the default cap (16 KiB per value): µs per redaction, and per span through InFlightSpanProcessor, median (min–max) of ${ROUNDS} rounds × 20\n`,
+  `## With the default cap (16 KiB per value): µs per redaction, and per span through RedactionSpanProcessor, median (min–max) of ${ROUNDS} rounds × 20\n`,
 );
 table(['URL', 'size', 'Redactor.attribute(url.full) µs', 'span start + end µs'], cappedRows);
 await provider.shutdown();

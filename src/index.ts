@@ -5,7 +5,7 @@
  * @packageDocumentation
  */
 import { healthIntervalFromEnv } from './config/index.js';
-import { Health } from './health/index.js';
+import { processCatalog } from './health/index.js';
 
 export { LifelineError, type LifelineErrorCode } from './errors/index.js';
 export {
@@ -38,10 +38,8 @@ export { DEADLINE_HEADER, DeadlinePropagator, type DeadlinePropagatorOptions } f
 export { installInboundTrust, type InstalledInboundTrust, type TrustInbound } from './inbound/index.js';
 export { DeadlineSpanProcessor } from './processors/index.js';
 export {
-  DEFAULT_SECRET_WORDS,
   Diagnostics,
   InFlightSpanProcessor,
-  REDACTED,
   SnapshotIdGenerator,
   type CaptureStacks,
   type DiagnosedComponent,
@@ -51,8 +49,8 @@ export {
   type HealthDiagnostics,
   type InFlightNode,
   type InFlightSpanProcessorOptions,
-  type RedactionOptions,
 } from './diagnostics/index.js';
+export { DEFAULT_SECRET_WORDS, REDACTED, RedactionSpanProcessor, type RedactionOptions } from './redaction/index.js';
 export { type DeadlineHeaderHosts, type DeadlinePolicyOptions, type DeadlineRule, type RuleValue } from './policy/index.js';
 export { installHttpDeadlines, type InstalledHttpDeadlines } from './http/index.js';
 export { grpcDeadlineInterceptor } from './grpc/index.js';
@@ -92,10 +90,17 @@ export {
   ATTR_EVENT_LOOP_BLOCKED_IN,
 } from './semconv/index.js';
 
-const healthIntervalMs = healthIntervalFromEnv();
-
 /**
  * The process-wide catalog. It starts no timer until a component registers. Its interval is
- * `LIFELINE_HEALTH_INTERVAL_MS` when set (an invalid value fails the import, naming the variable).
+ * `LIFELINE_HEALTH_INTERVAL_MS` when set, else 15 000 ms, read when first needed (the first
+ * registration, or lifeline's start): importing lifeline reads no setting, and an invalid value
+ * throws there, naming the variable.
+ *
+ * @example
+ * ```ts
+ * import { health } from 'otel-lifeline';
+ *
+ * const poller = health.registerLiveness('poller');
+ * ```
  */
-export const health = new Health(healthIntervalMs === undefined ? {} : { interval: healthIntervalMs });
+export const health = processCatalog(() => healthIntervalFromEnv());

@@ -1,4 +1,5 @@
 import { SpanKind } from '@opentelemetry/api';
+import { isoTime } from '../semconv/index.js';
 import type { DiagnosticSnapshot, InFlightNode } from './types.js';
 
 // How a verdict reads to a person: the overview, the stacks text, the names of its spans. Pure
@@ -9,12 +10,19 @@ const SUMMARY_CALLS = 5;
 /** Components named in a verdict span's name; its attribute and children have them all. */
 const NAMED_COMPONENTS = 3;
 
-/** A node as the span tree attribute has it: no stack (see `stacks`), nor IDs its nesting and tick already say. */
-export function withoutStacks(
-  node: InFlightNode,
-): Omit<InFlightNode, 'stack' | 'children' | 'traceId' | 'parentSpanId'> & { children: unknown[] } {
+/**
+ * A node as the span tree attribute has it, for a person reading it in Jaeger: times in ISO 8601,
+ * no stack (see `stacks`), nor IDs its nesting and tick already say.
+ */
+export function withoutStacks(node: InFlightNode): Record<string, unknown> {
   const { stack: _stack, traceId: _trace, parentSpanId: _parent, children, ...rest } = node;
-  return { ...rest, children: children.map(withoutStacks) };
+  const { startedAt, deadline } = node;
+  return {
+    ...rest, // the times below keep their places in it
+    startedAt: isoTime(startedAt),
+    deadline: deadline === undefined ? undefined : { at: isoTime(deadline.at), remainingMs: deadline.remainingMs },
+    children: children.map(withoutStacks),
+  };
 }
 
 export function count(nodes: readonly InFlightNode[]): number {

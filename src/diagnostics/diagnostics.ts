@@ -35,7 +35,7 @@ import {
 } from '../semconv/index.js';
 import type { InFlightSpanProcessor, TrackedSpan } from './in-flight-span-processor.js';
 import { ProcessView } from './process-view.js';
-import { Redactor } from './redact.js';
+import { Redactor } from '../redaction/index.js';
 import { cap, componentSummary, count, formatStacks, snapshotName, state, summarize, verdictName, withoutStacks } from './describe.js';
 import type { SnapshotIdGenerator } from './snapshot-ids.js';
 import { userFrames } from './stacks.js';
@@ -160,7 +160,7 @@ export class Diagnostics implements HealthDiagnostics {
   snapshot(unhealthy: readonly DiagnosedComponent[]): DiagnosticSnapshot {
     const now = Date.now();
     return {
-      at: isoTime(now),
+      at: now,
       unhealthy: unhealthy.map((c) => c.name),
       components: unhealthy.map((c) => {
         const spans = c.tick === undefined || this.#inFlight === undefined ? [] : this.#inFlight.spansOf(c.tick.traceId);
@@ -196,15 +196,17 @@ export class Diagnostics implements HealthDiagnostics {
     const build = (span: TrackedSpan): InFlightNode => {
       budget.nodes--;
       const frames = budget.stacks-- > 0 ? userFrames(span.stack).map((frame) => this.#redactor.text(frame)) : [];
-      const deadlineAt = span.span.attributes[ATTR_DEADLINE_AT];
+      // The attribute is the one record of a deadline a policy gave the span after it started.
+      const deadlineAttribute = span.span.attributes[ATTR_DEADLINE_AT];
+      const deadlineAt = typeof deadlineAttribute === 'string' ? Date.parse(deadlineAttribute) : Number.NaN;
       return {
         name: this.#redactor.text(span.span.name),
         traceId: span.traceId,
         spanId: span.spanId,
         parentSpanId: span.parentSpanId,
         ageMs: Math.round(now - span.startMs),
-        startedAt: isoTime(span.startMs),
-        deadline: typeof deadlineAt === 'string' ? { at: deadlineAt, remainingMs: Math.round(Date.parse(deadlineAt) - now) } : undefined,
+        startedAt: span.startMs,
+        deadline: Number.isNaN(deadlineAt) ? undefined : { at: deadlineAt, remainingMs: Math.round(deadlineAt - now) },
         attributes: this.#keyAttributes(span),
         origin: frames[0]?.replace(/^at /, ''),
         stack: frames.length === 0 ? undefined : frames.join('\n'),
@@ -303,7 +305,7 @@ export class Diagnostics implements HealthDiagnostics {
     verdict.setStatus({ code: SpanStatusCode.ERROR, message: `unhealthy: ${snapshot.unhealthy.join(', ')}${why}` });
     // One end for this verdict's snapshot spans: the state at the verdict (a child ending after its
     // parent reads as clock skew in Jaeger; one added under an earlier verdict's snapshot still does).
-    const budget = { left: MAX_SNAPSHOT_SPANS, endTime: Date.parse(snapshot.at) };
+    const budget = { left: MAX_SNAPSHOT_SPANS, endTime: snapshot.at };
     try {
       for (const component of snapshot.components) this.#explain(component, verdict, budget);
     } finally {
@@ -382,7 +384,7 @@ export class Diagnostics implements HealthDiagnostics {
     const kind = tracked?.span.kind ?? SpanKind.INTERNAL;
     const options = {
       kind,
-      startTime: Date.parse(node.startedAt),
+      startTime: node.startedAt,
       attributes: {
         ...attributes,
         [ATTR_IN_FLIGHT]: true,

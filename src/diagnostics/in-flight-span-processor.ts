@@ -3,10 +3,8 @@ import { SpanStatusCode, type Context } from '@opentelemetry/api';
 import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
 import { numberOption, oneOf } from '../errors/index.js';
 import { ATTR_HEALTH_COMPONENT } from '../semconv/index.js';
-import { Redactor, type RedactionOptions } from './redact.js';
+import { Redactor, type RedactionOptions } from '../redaction/index.js';
 import { captureStack, frameLocation, userFrames } from './stacks.js';
-
-const DIAGNOSTIC_PREFIX = 'lifeline.diagnostic.';
 
 /** Which spans get a creation stack: none, those of tick work (default), or all. */
 export type CaptureStacks = 'off' | 'ticks' | 'all';
@@ -23,7 +21,11 @@ export interface InFlightSpanProcessorOptions {
   maxStackBytes?: number;
   /** Default `'ticks'`: spans in a tick's trace, where stuck work matters. */
   captureStacks?: CaptureStacks;
-  /** What counts as a secret (words matched against key segments, headers) and how long a value may get; see {@link RedactionOptions}. */
+  /**
+   * How what it shows is redacted: in-flight spans in a verdict's dump (they have not ended, so no
+   * `RedactionSpanProcessor` has seen them yet) and the `code.stacktrace` it records. Give the
+   * redaction processor the same options. See {@link RedactionOptions}.
+   */
   redact?: RedactionOptions;
 }
 
@@ -40,12 +42,10 @@ export interface TrackedSpan {
 }
 
 /**
- * Tracks started-but-not-ended spans so that an unhealthy verdict can show where work is stuck
- *: OpenTelemetry exports spans only when they end, and a stuck call never ends. It also
- * redacts secrets (URL credentials, secret query and path parameters, credential headers,
- * credentials, JWTs and secret `key=value` pairs in free text) from every span's attributes,
- * event attributes, status message and name, once, as the span ends and before any exporter sees
- * it; and cuts each string value at `redact.maxValueLength`.
+ * Tracks started-but-not-ended spans so that an unhealthy verdict can show where work is stuck:
+ * OpenTelemetry exports spans only when they end, and a stuck call never ends. A failed span with
+ * a creation stack gets `code.*` attributes naming the user's function that started it.
+ * Redacting the spans that are exported is `RedactionSpanProcessor`'s job.
  */
 export class InFlightSpanProcessor implements SpanProcessor {
   readonly #maxSpans: number;
@@ -99,9 +99,6 @@ export class InFlightSpanProcessor implements SpanProcessor {
 
   onStart(span: Span, _parentContext: Context): void {
     if (this.#untracked > 0) return;
-    // No redaction here: exporters only see ended spans, onEnding runs before any processor's
-    // onEnd, and dumps of in-flight spans redact what they show. Redacting at start as well made
-    // every value set at start pay twice.
     const { traceId, spanId } = span.spanContext();
     const isTick = span.attributes[ATTR_HEALTH_COMPONENT] !== undefined;
     if (isTick) this.#tickTraces.set(traceId, (this.#tickTraces.get(traceId) ?? 0) + 1);
@@ -126,32 +123,6 @@ export class InFlightSpanProcessor implements SpanProcessor {
   }
 
   onEnding(span: Span): void {
-    // Every attribute, event attribute, the status message and the name, once, before any
-    // exporter sees the span.
-    const attributes = span.attributes;
-    for (const key in attributes) {
-      const redacted = this.#redactor.attribute(key, attributes[key]);
-      if (redacted !== undefined) span.setAttribute(key, redacted);
-    }
-    for (const event of span.events) {
-      const eventAttributes = event.attributes;
-      if (eventAttributes === undefined) continue;
-      for (const key in eventAttributes) {
-        // A verdict's dump is built from redacted snapshots and bounded by its own maxBytes:
-        // cutting it again at maxValueLength would break its JSON when maxBytes is raised.
-        if (key.startsWith(DIAGNOSTIC_PREFIX)) continue;
-        const redacted = this.#redactor.attribute(key, eventAttributes[key]);
-        if (redacted !== undefined) (eventAttributes as Record<string, unknown>)[key] = redacted;
-      }
-    }
-    const message = span.status.message;
-    if (message !== undefined && message !== '') {
-      const redacted = this.#redactor.text(message);
-      if (redacted !== message) span.setStatus({ code: span.status.code, message: redacted });
-    }
-    // A name may carry a query without a scheme (`GET /cb?token=…`).
-    const name = this.#redactor.text(span.name);
-    if (name !== span.name) span.updateName(name);
     // A failed call (one its deadline aborted, above all) says which of the user's functions made
     // it: its error's own stack holds only timers and sockets. Only failures pay for the attributes.
     if (span.status.code === SpanStatusCode.ERROR) {

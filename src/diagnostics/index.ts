@@ -1,5 +1,4 @@
 export { Diagnostics, type DiagnosticsOptions } from './diagnostics.js';
 export { InFlightSpanProcessor, type CaptureStacks, type InFlightSpanProcessorOptions } from './in-flight-span-processor.js';
-export { DEFAULT_SECRET_WORDS, REDACTED, Redactor, type RedactionOptions } from './redact.js';
 export type { BlockedLoop, DiagnosedComponent, DiagnosticSnapshot, HandleInfo, HealthDiagnostics, InFlightNode } from './types.js';
 export { SnapshotIdGenerator } from './snapshot-ids.js';

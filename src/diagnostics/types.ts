@@ -18,10 +18,10 @@ export interface InFlightNode {
   readonly parentSpanId: string | undefined;
   /** Ms since the span started. */
   readonly ageMs: number;
-  /** When it started, ISO 8601. */
-  readonly startedAt: string;
-  /** Its deadline (ISO 8601) and the ms left to it, negative once passed; `undefined` when nothing bounded it. */
-  readonly deadline: { readonly at: string; readonly remainingMs: number } | undefined;
+  /** When it started, epoch ms (sub-ms precise, from the span's start time). */
+  readonly startedAt: number;
+  /** Its deadline (epoch ms, as `Deadline.at`) and the ms left to it, negative once passed; `undefined` when nothing bounded it. */
+  readonly deadline: { readonly at: number; readonly remainingMs: number } | undefined;
   /** Key attributes (URL, method, peer, component, …), redacted. */
   readonly attributes: Readonly<Record<string, string | number | boolean>>;
   /** The first user frame of the creation stack, when stacks are captured. */
@@ -42,8 +42,8 @@ export interface HandleInfo {
 
 /** What `health.diagnose()` returns and a `health verdict` span carries. */
 export interface DiagnosticSnapshot {
-  /** When it was taken, ISO 8601. */
-  readonly at: string;
+  /** When it was taken, epoch ms (as `Date.now()`). */
+  readonly at: number;
   /** The unhealthy components' names, sorted. */
   readonly unhealthy: readonly string[];
   /** Per unhealthy component: its last tick and what is still in flight in that tick's trace. */
@@ -94,4 +94,6 @@ export interface HealthDiagnostics {
   onRound(turned: readonly DiagnosedComponent[], anyUnhealthy: boolean, unhealthy: () => readonly DiagnosedComponent[]): void;
   /** The snapshot for these components, now. */
   snapshot(unhealthy: readonly DiagnosedComponent[]): DiagnosticSnapshot;
+  /** Releases what it holds (a delay sampler, say). A catalog calls it only for diagnostics it made from options. */
+  close?(): void;
 }

@@ -91,18 +91,16 @@ interface Verdicts {
  * rounds, so `status()` is a cheap read that never waits on a component.
  */
 export class Health {
-  /** Ms between ping rounds. */
-  readonly interval: number;
   /** Tick buffer size of each component. */
   readonly buffer: number;
-  /**
-   * How long ping rounds may stop (a blocked event loop, a stopped timer) before the catalog's own
-   * `healthcheck` is unhealthy: two intervals.
-   */
-  readonly stallAfterMs: number;
+  /** The interval, once known; until then how to learn it (see {@link processCatalog}). */
+  #interval: number | undefined;
+  readonly #intervalLater: (() => number | undefined) | undefined;
   readonly #tracer: Tracer;
   readonly #tracerProvider: TracerProvider | undefined;
   #diagnostics: HealthDiagnostics;
+  /** Whether the catalog made `#diagnostics` (from options): only then is it the catalog's to close. */
+  #ownsDiagnostics = false;
   readonly #components = new Map<string, ComponentHandle>();
   #timer: NodeJS.Timeout | undefined;
   /** What the self-check measures from: the last round, or when the timer (re)started. */
@@ -117,17 +115,29 @@ export class Health {
   readonly #logger: Logger | undefined;
 
   constructor(options: HealthOptions = {}) {
-    const { interval = 15_000, buffer = 2, tracerProvider, diagnostics, logger } = options;
-    // A timer cannot wait longer than 2^31-1 ms (it would fire every ms instead).
-    numberOption('interval', interval, { min: 0, above: true, max: MAX_TIMER_MS, unit: 'ms' });
+    const { interval, buffer = 2, tracerProvider, diagnostics, logger } = options;
+    if (interval !== undefined) this.#interval = checkedInterval(interval);
     numberOption('buffer', buffer, { min: 1, max: 1_000_000, integer: true });
-    this.interval = interval;
+    this.#intervalLater = intervalLater;
+    intervalLater = undefined;
     this.buffer = buffer;
-    this.stallAfterMs = 2 * interval;
     this.#tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);
     this.#tracerProvider = tracerProvider;
     this.#logger = logger;
     this.#diagnostics = this.#diagnosticsFrom(diagnostics);
+  }
+
+  /** Ms between ping rounds. */
+  get interval(): number {
+    return (this.#interval ??= checkedInterval(this.#intervalLater?.() ?? DEFAULT_INTERVAL_MS));
+  }
+
+  /**
+   * How long ping rounds may stop (a blocked event loop, a stopped timer) before the catalog's own
+   * `healthcheck` is unhealthy: two intervals.
+   */
+  get stallAfterMs(): number {
+    return 2 * this.interval;
   }
 
   /**
@@ -137,8 +147,9 @@ export class Health {
    */
   useDiagnostics(diagnostics: DiagnosticsOptions | HealthDiagnostics): void {
     const previous = this.#diagnostics;
+    const owned = this.#ownsDiagnostics;
     this.#diagnostics = this.#diagnosticsFrom(diagnostics);
-    if (previous instanceof Diagnostics) previous.close();
+    if (owned) previous.close?.();
   }
 
   /** A diagnostic snapshot of the components unhealthy now: in-flight span trees and the process view. */
@@ -256,10 +267,12 @@ export class Health {
     this.#components.clear();
     this.#changed();
     this.#onChange.clear();
-    if (this.#diagnostics instanceof Diagnostics) this.#diagnostics.close();
+    if (this.#ownsDiagnostics) this.#diagnostics.close?.();
   }
 
+  /** Diagnostics given as an object are used as they are (and closed by whoever made them); options make the built-in ones. */
   #diagnosticsFrom(given: DiagnosticsOptions | HealthDiagnostics | undefined): HealthDiagnostics {
+    this.#ownsDiagnostics = given === undefined || !('onRound' in given);
     if (given !== undefined && 'onRound' in given) return given;
     return new Diagnostics({
       ...(this.#tracerProvider === undefined ? {} : { tracerProvider: this.#tracerProvider }),
@@ -348,6 +361,26 @@ export class Health {
     }
     return { healthy: healthy.sort(), unhealthy: unhealthy.sort() };
   }
+}
+
+const DEFAULT_INTERVAL_MS = 15_000;
+
+function checkedInterval(interval: number): number {
+  // A timer cannot wait longer than 2^31-1 ms (it would fire every ms instead).
+  numberOption('interval', interval, { min: 0, above: true, max: MAX_TIMER_MS, unit: 'ms' });
+  return interval;
+}
+
+let intervalLater: (() => number | undefined) | undefined;
+
+/**
+ * The process-wide catalog, whose interval is read (by `interval`) only when first needed: at the
+ * first registration, or when lifeline starts. Importing lifeline reads no setting, so a bad one
+ * fails where it is used, naming the variable, not the import of a module that may only want types.
+ */
+export function processCatalog(interval: () => number | undefined): Health {
+  intervalLater = interval; // the constructor takes it: a parameter would be public API
+  return new Health();
 }
 
 function insertSorted(sorted: readonly string[], name: string): string[] {

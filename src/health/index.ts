@@ -1,6 +1,7 @@
 export {
   Health,
   PROBE_KINDS,
+  processCatalog,
   type HealthOptions,
   type EventLoopStatus,
   type HealthStatus,

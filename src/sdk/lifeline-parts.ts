@@ -11,6 +11,7 @@ import { DeadlinePolicy } from '../policy/index.js';
 import { SELF_COMPONENT } from '../health/index.js';
 import { installInboundTrust } from '../inbound/index.js';
 import { SnapshotIdGenerator } from '../diagnostics/index.js';
+import { RedactionSpanProcessor } from '../redaction/index.js';
 import { startWatchdog, type Watchdog, type WatchdogOptions } from '../watchdog/index.js';
 import { defaultLogger, logSwallowed } from '../log/index.js';
 import { recordDeadline } from '../processors/index.js';
@@ -122,7 +123,7 @@ export interface Lifeline {
  * ```
  */
 export interface LifelineParts {
-  /** Put these first in your SDK's `spanProcessors`: the in-flight tracker redacts secrets before any exporter sees a span. */
+  /** Add these to your SDK's `spanProcessors`, in any place: in-flight tracking, deadline attributes, and redaction of every span before any exporter sees it. */
   readonly spanProcessors: readonly SpanProcessor[];
   /** W3C trace context and baggage, plus the deadline header: your SDK's `textMapPropagator`. */
   readonly propagator: TextMapPropagator;
@@ -173,7 +174,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
   let started = false;
 
   return {
-    spanProcessors: [inFlight, new DeadlineSpanProcessor()],
+    spanProcessors: [inFlight, new DeadlineSpanProcessor(), new RedactionSpanProcessor(redact)],
     idGenerator: ids,
     propagator: new CompositePropagator({
       propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator(), new DeadlinePropagator(options.propagation)],
@@ -254,6 +255,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       } catch (err) {
         await probe?.close();
         await watchdog?.close();
+        diagnostics.close();
         servers.uninstall();
         inboundTrust.uninstall();
         dispatcher?.uninstall();
@@ -290,6 +292,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
                 logSwallowed(options.logger ?? defaultLogger(), 'stopping the watchdog', err);
               });
               health.close();
+              // Given to the catalog as an object, so the catalog leaves closing it to its maker.
+              diagnostics.close();
               // The process-wide catalog is closed for good: only a start with a catalog of its own may follow.
               running = options.health === undefined;
             }

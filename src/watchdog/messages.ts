@@ -1,4 +1,5 @@
-import type { DiagnosticSnapshot, RedactionOptions } from '../diagnostics/index.js';
+import type { DiagnosticSnapshot } from '../diagnostics/index.js';
+import type { RedactionOptions } from '../redaction/index.js';
 import type { HealthStatus, ProbeKind } from '../health/index.js';
 import type { ProbeServerOptions } from '../probe/index.js';
 import type { BlockedFrame } from './frames.js';

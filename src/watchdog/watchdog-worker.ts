@@ -445,7 +445,7 @@ async function makeTracer(): Promise<{ tracer: Tracer; flush: () => Promise<void
     import('@opentelemetry/sdk-trace'),
     import('@opentelemetry/resources'),
     import('../export/index.js'),
-    import('../diagnostics/index.js'),
+    import('../redaction/index.js'),
     import('../semconv/index.js'),
   ]);
   const logger = {

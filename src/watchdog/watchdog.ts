@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import type { RedactionOptions } from '../diagnostics/index.js';
+import type { RedactionOptions } from '../redaction/index.js';
 import { errorText, LifelineError, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import { PROBE_KINDS, SELF_COMPONENT, type Health, type HealthStatus, type ProbeKind } from '../health/index.js';
 import { loggerOrDefault, type Logger } from '../log/index.js';
@@ -30,7 +30,7 @@ export interface WatchdogOptions {
   exportSpans?: boolean;
   /** `service.name` of those spans; default from `OTEL_SERVICE_NAME`. */
   serviceName?: string;
-  /** Redaction of the stack text and status message (as the in-flight processor's `redact`). */
+  /** Redaction of the stack text and status message (as `RedactionSpanProcessor`'s options). */
   redact?: RedactionOptions;
   /** Where the line about a block goes once the loop runs again. Default: lifeline's pino logger. */
   logger?: Logger;

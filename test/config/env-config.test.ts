@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { readEnvConfig } from '../../src/config/index.js';
 import { LifelineError } from '../../src/index.js';
+import { runModule } from '../support/node.js';
 
 describe('readEnvConfig (README: Configuration)', () => {
   it('defaults when nothing is set', () => {
@@ -87,5 +88,31 @@ describe('readEnvConfig (README: Configuration)', () => {
     }
     expect(error).toBeInstanceOf(LifelineError);
     expect((error as Error).message).toContain(`${name}=${JSON.stringify(value)}`);
+  });
+});
+
+describe('the process-wide catalog reads its setting when first used, not at import', () => {
+  it('an invalid LIFELINE_HEALTH_INTERVAL_MS lets the import succeed, then fails the first registration naming it', async () => {
+    const result = await runModule(
+      `const { health } = await import('otel-lifeline');
+       console.log('imported');
+       try { health.registerLiveness('poller'); } catch (err) { console.log(err.code, err.message); }`,
+      { env: { ...process.env, LIFELINE_HEALTH_INTERVAL_MS: '15s' } },
+    );
+    expect(result.stderr).toBe('');
+    expect(result.stdout).toContain('imported');
+    expect(result.stdout).toContain('ERR_INVALID_OPTION');
+    expect(result.stdout).toContain('LIFELINE_HEALTH_INTERVAL_MS="15s"');
+  });
+
+  it('a valid one is the interval of the first registration', async () => {
+    const result = await runModule(
+      `const { health } = await import('otel-lifeline');
+       process.env.LIFELINE_HEALTH_INTERVAL_MS = '250'; // set after the import: still read
+       health.registerLiveness('poller').close();
+       console.log(health.interval, health.stallAfterMs);`,
+      { env: { ...process.env, LIFELINE_HEALTH_INTERVAL_MS: undefined } },
+    );
+    expect(result.stdout.trim()).toBe('250 500');
   });
 });

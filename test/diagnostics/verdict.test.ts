@@ -104,8 +104,8 @@ function reporterStuck(deadlineMs: number): { tick: InFlightNode; stuck: Diagnos
     spanId,
     parentSpanId: undefined,
     ageMs: 4_000,
-    startedAt: new Date(now - 4_000).toISOString(),
-    deadline: { at: new Date(now + deadlineMs).toISOString(), remainingMs: deadlineMs },
+    startedAt: now - 4_000,
+    deadline: { at: now + deadlineMs, remainingMs: deadlineMs },
     attributes,
     origin: 'reportDaily (/srv/app/report.mjs:12:9)',
     stack: 'at reportDaily (/srv/app/report.mjs:12:9)',
@@ -118,7 +118,7 @@ function reporterStuck(deadlineMs: number): { tick: InFlightNode; stuck: Diagnos
   return {
     tick,
     stuck: {
-      at: new Date(now).toISOString(),
+      at: now,
       unhealthy: ['reporter'],
       components: [
         {

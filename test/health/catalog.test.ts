@@ -1,5 +1,5 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { Health, LifelineError } from '../../src/index.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { Diagnostics, Health, LifelineError } from '../../src/index.js';
 import { blockEventLoop, sleep } from '../support/tracing.js';
 
 const catalogs: Health[] = [];
@@ -291,6 +291,21 @@ describe('Health catalog (README: Concepts)', () => {
     const health = catalog();
     health.close();
     expect(health.status('live')).toEqual({ ok: false, healthy: [], unhealthy: ['healthcheck'] });
+  });
+
+  it('closes only the diagnostics it made: an object it was given is left to whoever made it', () => {
+    const given = new Diagnostics({ minIntervalMs: 1_000 });
+    const close = vi.spyOn(given, 'close');
+    try {
+      catalog({ diagnostics: given }).close();
+      expect(close).not.toHaveBeenCalled();
+      // Replaced (how startLifeline hands over its own): the previous object is not the catalog's either.
+      const other = catalog({ diagnostics: given });
+      other.useDiagnostics({ minIntervalMs: 1_000 });
+      expect(close).not.toHaveBeenCalled();
+    } finally {
+      given.close();
+    }
   });
 
   it('status() rejects an unknown probe', () => {

@@ -112,7 +112,7 @@ describe('the /debug/diagnostics body is capped', () => {
     spanId: 'b'.repeat(16),
     parentSpanId: undefined,
     ageMs: 1,
-    startedAt: '2026-01-01T00:00:00.000Z',
+    startedAt: Date.parse('2026-01-01T00:00:00.000Z'),
     deadline: undefined,
     attributes: { 'url.full': 'http://x/' },
     origin: 'app.js:1',
@@ -120,7 +120,7 @@ describe('the /debug/diagnostics body is capped', () => {
     children: depth === 0 ? [] : [node(depth - 1, stackBytes)],
   });
   const snapshot = (nodes: number, stackBytes: number, handles: number): DiagnosticSnapshot => ({
-    at: '2026-01-01T00:00:00.000Z',
+    at: Date.parse('2026-01-01T00:00:00.000Z'),
     unhealthy: ['worker'],
     components: [
       {

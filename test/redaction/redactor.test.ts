@@ -1,7 +1,8 @@
-import { TracerProvider } from '@opentelemetry/sdk-trace';
+import { SpanStatusCode } from '@opentelemetry/api';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
-import { DEFAULT_SECRET_WORDS, InFlightSpanProcessor, Redactor } from '../../src/diagnostics/index.js';
+import { DEFAULT_SECRET_WORDS, RedactionSpanProcessor, Redactor } from '../../src/redaction/index.js';
 import { isLoopback } from '../../src/probe/index.js';
 import { adversarialQuery } from '../../bench/support.ts';
 
@@ -264,15 +265,34 @@ describe('Redactor: linear, bounded, once', () => {
   });
 
   it('the span processor redacts each value once', () => {
-    const processor = new InFlightSpanProcessor();
-    const attribute = vi.spyOn(processor.redactor, 'attribute');
-    const tracer = new TracerProvider({ spanProcessors: [processor] }).getTracer('test');
-    const span = tracer.startSpan('GET', { attributes: { 'url.full': 'http://h/p?token=t', 'http.request.method': 'GET' } });
-    span.setAttribute('http.response.status_code', 200);
+    const attribute = vi.spyOn(Redactor.prototype, 'attribute');
+    try {
+      const tracer = new TracerProvider({ spanProcessors: [new RedactionSpanProcessor()] }).getTracer('test');
+      const span = tracer.startSpan('GET', { attributes: { 'url.full': 'http://h/p?token=t', 'http.request.method': 'GET' } });
+      span.setAttribute('http.response.status_code', 200);
+      span.end();
+      const calls = attribute.mock.calls.map(([key]) => key);
+      expect(calls.filter((key) => key === 'url.full')).toHaveLength(1);
+      expect(calls.filter((key) => key === 'http.response.status_code')).toHaveLength(1);
+    } finally {
+      attribute.mockRestore();
+    }
+  });
+
+  it.each(['before', 'after'] as const)('the span processor redacts what is exported wherever it sits: %s the exporting one', (place) => {
+    const exporter = new InMemorySpanExporter();
+    const exporting = new SimpleSpanProcessor({ exporter });
+    const redaction = new RedactionSpanProcessor();
+    const spanProcessors = place === 'before' ? [redaction, exporting] : [exporting, redaction];
+    const tracer = new TracerProvider({ spanProcessors }).getTracer('test');
+    const span = tracer.startSpan('GET /cb?token=s3cret', { attributes: { 'url.full': 'http://h/p?token=s3cret' } });
+    span.recordException(new Error('refused: password=s3cret'));
+    span.setStatus({ code: SpanStatusCode.ERROR, message: 'Authorization: Token s3cret' });
     span.end();
-    const calls = attribute.mock.calls.map(([key]) => key);
-    expect(calls.filter((key) => key === 'url.full')).toHaveLength(1);
-    expect(calls.filter((key) => key === 'http.response.status_code')).toHaveLength(1);
+    const [exported] = exporter.getFinishedSpans();
+    expect(exported?.name).toBe('GET /cb?token=REDACTED');
+    expect(exported?.attributes['url.full']).toBe('http://h/p?token=REDACTED');
+    expect(JSON.stringify([exported?.events, exported?.status])).not.toContain('s3cret');
   });
 });
 
