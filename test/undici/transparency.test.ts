@@ -179,6 +179,110 @@ describe('handler callbacks under a deadline', () => {
   });
 });
 
+describe('what a request that ends before its deadline sees: the same as without lifeline', () => {
+  const cases = [
+    ['without a deadline', <T>(fn: () => Promise<T>) => fn()],
+    ['under a deadline', <T>(fn: () => Promise<T>) => withTimeout(10_000, fn)],
+  ] as const;
+  let special: TestServer;
+  let failedOnce = new Set<string>();
+  beforeAll(async () => {
+    special = await serve((req, res) => {
+      const path = req.url ?? '/';
+      if (path.startsWith('/trailers')) {
+        res.writeHead(200, { 'content-type': 'text/plain', trailer: 'x-checksum' });
+        res.write('body ');
+        res.addTrailers({ 'x-checksum': 'c0ffee' });
+        res.end('end');
+      } else if (path.startsWith('/redirect')) {
+        res.writeHead(302, { location: '/landed' }).end();
+      } else if (path.startsWith('/landed')) {
+        res.writeHead(200, { 'content-type': 'text/plain' }).end('landed');
+      } else if (path.startsWith('/flaky') && !failedOnce.has(path)) {
+        failedOnce.add(path); // the first attempt fails; the retry succeeds
+        res.writeHead(503, { 'retry-after': '0' }).end('busy');
+      } else {
+        res.writeHead(200, { 'content-type': 'text/plain' }).end(`ok ${path}`);
+      }
+    });
+  });
+  afterAll(async () => {
+    await special.close();
+  });
+
+  it.each(cases)('trailers arrive %s', async (_case, run) => {
+    const agent = new undici.Agent().compose(deadlineInterceptor());
+    try {
+      const seen = await run(async () => {
+        const response = await undici.request(`${special.url}/trailers`, { dispatcher: agent });
+        const body = await response.body.text();
+        return { status: response.statusCode, body, trailers: response.trailers };
+      });
+      expect(seen).toEqual({ status: 200, body: 'body end', trailers: { 'x-checksum': 'c0ffee' } });
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it.each(cases)('fetch follows a redirect %s', async (_case, run) => {
+    // The global dispatcher is lifeline's here (installed above).
+    const seen = await run(async () => {
+      const response = await fetch(`${special.url}/redirect`);
+      return { status: response.status, redirected: response.redirected, url: response.url, body: await response.text() };
+    });
+    expect(seen).toEqual({ status: 200, redirected: true, url: `${special.url}/landed`, body: 'landed' });
+  });
+
+  it.each(cases)("undici's retry interceptor retries a 503 %s", async (_case, run) => {
+    failedOnce = new Set();
+    const path = `/flaky-${String(Math.random()).slice(2)}`;
+    const before = special.requests();
+    const agent = new undici.Agent().compose(
+      undici.interceptors.retry({ maxRetries: 2, minTimeout: 1, timeoutFactor: 1, statusCodes: [503] }),
+      deadlineInterceptor(),
+    );
+    try {
+      const seen = await run(async () => {
+        const response = await undici.request(`${special.url}${path}`, { dispatcher: agent });
+        return { status: response.statusCode, body: await response.body.text() };
+      });
+      expect(seen).toEqual({ status: 200, body: `ok ${path}` });
+      expect(special.requests() - before).toBe(2);
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it.each(cases)('an upgrade hands over the socket %s', async (_case, run) => {
+    const server = createServer();
+    server.on('upgrade', (req: IncomingMessage, socket) => {
+      socket.write(`HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: ${req.headers.upgrade ?? ''}\r\n\r\n`);
+      socket.on('data', (chunk: Buffer) => socket.end(`echo ${String(chunk)}`));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const agent = new undici.Agent().compose(deadlineInterceptor());
+    try {
+      const { port } = server.address() as AddressInfo;
+      const seen = await run(async () => {
+        const { headers, socket } = await undici.upgrade(`http://127.0.0.1:${String(port)}/chat`, {
+          dispatcher: agent,
+          protocol: 'lifeline-test',
+        });
+        socket.write('ping');
+        let echoed = '';
+        for await (const chunk of socket) echoed += String(chunk);
+        return { upgrade: headers.upgrade, echoed };
+      });
+      expect(seen).toEqual({ upgrade: 'lifeline-test', echoed: 'echo ping' });
+    } finally {
+      await agent.close();
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+});
+
 /** Every `on*` function a handler has, own or inherited, sorted. */
 function callbackNames(handler: object): string[] {
   const names = new Set<string>();
