@@ -4,6 +4,7 @@
  * AsyncLocalStorage context manager) only, never on the SDK; importing it changes no global.
  * @packageDocumentation
  */
+
 import { healthIntervalFromEnv } from './config/index.js';
 import { processCatalog } from './health/index.js';
 

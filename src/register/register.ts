@@ -1,11 +1,13 @@
 /**
  * `node --import otel-lifeline/register app.js`: instruments an unmodified service, configured by
- * the environment. A misconfiguration stops start-up with a message naming the variable.
- *
- * Nothing heavy is imported statically: the Node version is checked before any dependency loads
- * (an old Node would otherwise crash deep inside one), and tooling processes that inherit
- * `NODE_OPTIONS` (npm, npx, yarn, pnpm) skip lifeline without loading it.
+ * the environment. A misconfiguration stops start-up with a message naming the variable. This entry
+ * exports nothing.
+ * @packageDocumentation
  */
+
+// Nothing heavy is imported statically: the Node version is checked before any dependency loads
+// (an old Node would otherwise crash deep inside one), and tooling processes that inherit
+// `NODE_OPTIONS` (npm, npx, yarn, pnpm) skip lifeline without loading it.
 import { basename } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import { unsupportedNode } from '../config/index.js';

@@ -1,3 +1,10 @@
+/**
+ * lifeline with the OpenTelemetry SDK: {@link startLifeline} starts a NodeSDK with lifeline's processors,
+ * propagator, instrumentations, deadlines, probe server and SIGTERM handling; {@link lifelineParts} hands
+ * out the same parts for an SDK of your own.
+ * @packageDocumentation
+ */
+
 export { startLifeline, type Lifeline, type LifelineOptions } from './start-lifeline.js';
 export { forceFlush, lifelineParts, type LifelineParts, type LifelinePartsOptions } from './lifeline-parts.js';
 export { GrpcDeadlineInstrumentation, type GrpcDeadlineInstrumentationConfig } from './grpc-deadline-instrumentation.js';

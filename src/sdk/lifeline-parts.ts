@@ -74,7 +74,7 @@ export interface LifelinePartsOptions {
   /** The most a SIGTERM flush or shutdown may take before the process exits anyway. Default 5 000 ms. */
   shutdownTimeoutMs?: number;
   /**
-   * The event-loop watchdog thread ({@link startWatchdog}), or `false` for none. Default on, with
+   * The event-loop watchdog thread ({@link otel-lifeline#startWatchdog}), or `false` for none. Default on, with
    * `thresholdMs` the catalog's interval, at most 5 000 ms; its spans use the `OTEL_*` exporters,
    * and the diagnostics' redaction.
    */
