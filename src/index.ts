@@ -34,9 +34,21 @@ export {
   type RegisterOptions,
 } from './health/index.js';
 export { startProbeServer, type HealthView, type ProbeServer, type ProbeServerOptions } from './probe/index.js';
-export { startWatchdog, type BlockedFrame, type EventLoopBlock, type Watchdog, type WatchdogOptions } from './watchdog/index.js';
+export {
+  startWatchdog,
+  type BlockedFrame,
+  type EventLoopBlock,
+  type ServedProbeOptions,
+  type Watchdog,
+  type WatchdogOptions,
+} from './watchdog/index.js';
 export { DEADLINE_HEADER, DeadlinePropagator, type DeadlinePropagatorOptions } from './propagation/index.js';
-export { installInboundTrust, type InstalledInboundTrust, type TrustInbound } from './inbound/index.js';
+export {
+  installInboundTrust,
+  type InboundDeadlineOptions,
+  type InstalledInboundTrust,
+  type TrustInbound,
+} from './inbound/index.js';
 export { DeadlineSpanProcessor } from './processors/index.js';
 export {
   Diagnostics,
@@ -54,7 +66,7 @@ export {
 export { DEFAULT_SECRET_WORDS, REDACTED, RedactionSpanProcessor, type RedactionOptions } from './redaction/index.js';
 export { type DeadlineHeaderHosts, type DeadlinePolicyOptions, type DeadlineRule, type RuleValue } from './policy/index.js';
 export { installHttpDeadlines, type InstalledHttpDeadlines } from './http/index.js';
-export { grpcDeadlineInterceptor } from './grpc/index.js';
+export { grpcDeadlineInterceptor, type GrpcCallOptions } from './grpc/index.js';
 export {
   deadlineInterceptor,
   installDeadlineDispatcher,

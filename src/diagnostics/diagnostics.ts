@@ -144,7 +144,7 @@ export class Diagnostics implements HealthDiagnostics {
   }
 
   /**
-   * The event loop was blocked past the catalog's own limit: meanwhile the watchdog thread answered
+   * @internal The event loop was blocked past the catalog's own limit: meanwhile the watchdog thread answered
    * probes 503 and no round could record a verdict. Records it now that the loop runs again — a
    * `health verdict` for `snapshot().unhealthy` (which names the catalog's `healthcheck`; built only when emitted) with
    * `lifeline.event_loop.blocked_ms`, `lifeline.event_loop.blocked_in` and a link to the watchdog's

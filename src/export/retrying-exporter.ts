@@ -4,7 +4,7 @@ import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
 import { numberOption } from '../errors/index.js';
 import type { Logger } from '../log/index.js';
 
-/** Options of {@link RetryingExporter}. */
+/** How spans the collector refused are kept and sent again (`startLifeline`'s `exportBuffer`). */
 export interface RetryOptions {
   /** Spans kept for a retry at most; beyond it the oldest are dropped (and counted). Default 2 048. */
   maxSpans?: number;

@@ -20,21 +20,18 @@ import {
   type RequestAttributes,
 } from '../policy/index.js';
 
-/** grpc-js's `Deadline`: a `Date`, or epoch ms (`Infinity` for none). */
-type GrpcDeadline = Date | number;
-
-/** A grpc-js method definition, as far as deadlines go. */
-interface GrpcMethod {
-  path?: string;
-  requestStream?: boolean;
-  responseStream?: boolean;
+/**
+ * The call options grpc-js hands to an interceptor (its `InterceptorOptions`), as far as deadlines
+ * go: lifeline's interceptor is typed structurally, so the package does not depend on grpc-js.
+ */
+export interface GrpcCallOptions {
+  /** grpc-js's `Deadline`: a `Date`, or epoch ms (`Infinity` for none). */
+  deadline?: Date | number;
+  /** The method called; a streaming one gets no headers bound (its metadata may come late by design). */
+  method_definition?: { path?: string; requestStream?: boolean; responseStream?: boolean };
 }
-
-/** The call options grpc-js hands to interceptors (`InterceptorOptions`), as far as deadlines go. */
-interface GrpcCallOptions {
-  deadline?: GrpcDeadline;
-  method_definition?: GrpcMethod;
-}
+type GrpcDeadline = NonNullable<GrpcCallOptions['deadline']>;
+type GrpcMethod = NonNullable<GrpcCallOptions['method_definition']>;
 
 /** A grpc-js `InterceptingCall`, as far as the headers bound goes. */
 interface GrpcCall {
