@@ -43,12 +43,7 @@ export {
   type WatchdogOptions,
 } from './watchdog/index.js';
 export { DEADLINE_HEADER, DeadlinePropagator, type DeadlinePropagatorOptions } from './propagation/index.js';
-export {
-  installInboundTrust,
-  type InboundDeadlineOptions,
-  type InstalledInboundTrust,
-  type TrustInbound,
-} from './inbound/index.js';
+export { installInboundTrust, type InboundDeadlineOptions, type InstalledInboundTrust, type TrustInbound } from './inbound/index.js';
 export { DeadlineSpanProcessor } from './processors/index.js';
 export {
   Diagnostics,
