@@ -1,6 +1,6 @@
 import { context, SpanKind, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
 import { contextWithDeadline, deadlineOf, DeadlineScope, ensureContextManager, runThenSettle, shrinks } from '../deadline/index.js';
-import { LifelineError } from '../errors/index.js';
+import { errorText, LifelineError } from '../errors/index.js';
 import {
   ATTR_DEADLINE_AT,
   ATTR_DEADLINE_BUDGET_MS,
@@ -96,7 +96,7 @@ export class Tick {
       () => context.with(ctx, fn),
       (settlement) => {
         if (settlement.failed) {
-          const message = describeError(settlement.error);
+          const message = errorText(settlement.error);
           this.#span.recordException(settlement.error instanceof Error ? settlement.error : message);
           this.#span.setStatus({ code: SpanStatusCode.ERROR, message });
         }
@@ -119,15 +119,5 @@ export class Tick {
       this.#span.setStatus({ code: SpanStatusCode.ERROR, message: 'deadline exceeded' });
     }
     this.#span.end(Date.now());
-  }
-}
-
-/** A thrown value as text, whatever it is (`String(Object.create(null))` throws). */
-function describeError(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  try {
-    return String(error);
-  } catch {
-    return typeof error;
   }
 }

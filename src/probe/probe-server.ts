@@ -4,7 +4,7 @@ import type { Socket } from 'node:net';
 import { invalidOption, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import type { DiagnosticSnapshot, InFlightNode } from '../diagnostics/index.js';
 import type { HealthStatus, ProbeKind } from '../health/index.js';
-import { defaultLogger, type Logger } from '../log/index.js';
+import { defaultLogger, logSwallowed, type Logger } from '../log/index.js';
 
 // Required, not imported: an ES import of node:http evaluates all its exports, which loads Node's
 // bundled undici and sets the process's global dispatcher. Importing lifeline must change no global.
@@ -117,7 +117,7 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
       maxHeaderSize: MAX_HEADER_BYTES,
     },
     (req, res) => {
-      if (clients.admit(req, res)) answer(health, req, res, logFailure, debugDiagnostics);
+      if (clients.admit(req, res)) answer(health, req, res, logFailure, debugDiagnostics ? logger : undefined);
     },
   );
   server.on('clientError', refuse);
@@ -158,14 +158,15 @@ function answer(
   req: IncomingMessage,
   res: ServerResponse,
   logFailure: (probe: ProbeKind, unhealthy: readonly string[]) => void,
-  debugDiagnostics: boolean,
+  /** Set when `/debug/diagnostics` is served: where its failures are said. */
+  debugDiagnostics: Logger | undefined,
 ): void {
   const url = req.url ?? '/';
   const query = url.indexOf('?');
   const path = query === -1 ? url : url.slice(0, query);
   // Not even its existence is shown to a client that is not on this machine.
-  if (path === DEBUG_DIAGNOSTICS && debugDiagnostics && isLoopback(req.socket.remoteAddress)) {
-    answerDiagnostics(health, req, res);
+  if (path === DEBUG_DIAGNOSTICS && debugDiagnostics !== undefined && isLoopback(req.socket.remoteAddress)) {
+    answerDiagnostics(health, req, res, debugDiagnostics);
     return;
   }
   const probe = ROUTES.get(path);
@@ -212,7 +213,7 @@ function probeBodies(status: HealthStatus): { local: Buffer; remote: Buffer } {
  * from a browser on this machine, but its requests carry its own name in `Host`.
  * A body (which reads `process.report`) is reused for a second, so polling cannot stall the loop.
  */
-function answerDiagnostics(health: HealthView, req: IncomingMessage, res: ServerResponse): void {
+function answerDiagnostics(health: HealthView, req: IncomingMessage, res: ServerResponse, logger: Logger): void {
   if (!readOnly(req, res)) return;
   if (!isLoopbackHost(req.headers.host)) {
     send(req, res, 403, { error: 'forbidden host' });
@@ -234,12 +235,15 @@ function answerDiagnostics(health: HealthView, req: IncomingMessage, res: Server
         send(req, res, 200, body);
       },
       (err: unknown) => {
+        // A blocked loop is the watchdog's to report; any other failure is a bug worth a line.
+        if (!(err instanceof EventLoopBlockedError)) logSwallowed(logger, 'building /debug/diagnostics', err);
         send(req, res, err instanceof EventLoopBlockedError ? 503 : 500, {
           error: err instanceof EventLoopBlockedError ? err.message : 'diagnostics failed',
         });
       },
     )
-    .catch(() => {
+    .catch((err: unknown) => {
+      logSwallowed(logger, 'answering /debug/diagnostics', err);
       res.destroy(); // the answer itself failed: never an unhandled rejection in the app's process
     });
 }
