@@ -12,6 +12,7 @@ const BENCHES = [
   'diagnostics',
   'redaction',
   'deadline',
+  'many-calls',
   'http-clients',
   'probe-servers',
   'probe-flood',
