@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import type { Lifeline } from '../../src/sdk/index.js';
 import { lateness, type Client } from '../support/clients.js';
+import { CUT_BOUND_MS } from '../support/cut.js';
 import {
   answersOk,
   neverAnswers,
@@ -28,7 +29,6 @@ import { endedClientSpan, startInMemoryLifeline } from '../support/tracing.js';
  */
 const DEADLINE_MS = 300;
 // Timers and socket teardown take a few ms; 50 ms is the bound lifeline promises.
-const LATE_MS = 50;
 
 // Loaded once the SDK runs, as in a service under `--import otel-lifeline/register`: OpenTelemetry's http
 // instrumentation patches node:http when a client requires it after the SDK started.
@@ -99,8 +99,9 @@ describe.each(cases)('%s %s', (client, _phase, server, path) => {
     if (call === undefined || target === undefined) throw new Error(`${client} ${server}`);
     const { error, lateMs } = await underDeadline(() => call(`${target.url}${path}`));
     expect(isDeadlineExceeded(error), String(error)).toBe(true);
+    // Never early; late only by a loaded machine's scheduling, never by a hang (these servers never answer).
     expect(lateMs).toBeGreaterThanOrEqual(0);
-    expect(lateMs).toBeLessThan(LATE_MS);
+    expect(lateMs).toBeLessThan(CUT_BOUND_MS);
     const span = await clientSpan(target.port);
     expect(span?.attributes['lifeline.deadline.exceeded']).toBe(true);
     expect(span?.attributes['error.type']).toBe('timeout');
@@ -132,10 +133,14 @@ describe.each(NODE_HTTP_CLIENTS)('%s queued in an http.Agent with maxSockets rea
     const agent = new HttpAgent({ keepAlive: true, maxSockets: 1 });
     try {
       // The one socket is taken by a call that waits for its deadline 2 s out.
-      const blocker = withTimeout(2_000, () => call(`${head.url}/blocker`, { agent })).catch((e: unknown) => e);
-      const { error, lateMs } = await underDeadline(() => call(`${head.url}/queued`, { agent }));
+      let blockerEnded = false;
+      const blocker = withTimeout(2_000, () => call(`${head.url}/blocker`, { agent })).catch((e: unknown) => {
+        blockerEnded = true;
+        return e;
+      });
+      const { error } = await underDeadline(() => call(`${head.url}/queued`, { agent }));
       expect(isDeadlineExceeded(error), String(error)).toBe(true);
-      expect(lateMs).toBeLessThan(LATE_MS);
+      expect(blockerEnded).toBe(false); // its own deadline ended it, not the socket the blocker freed
       expect(agent.requests).toEqual({}); // out of the queue, which is gone as the agent would leave it
       expect(isDeadlineExceeded(await blocker)).toBe(true);
       // The blocker's socket was destroyed by its deadline, not handed back to the pool.
@@ -164,14 +169,16 @@ describe('a socket made asynchronously (a proxy tunnel, an agent-base agent)', (
     }
     const agent = new SlowAgent();
     const events: string[] = [];
+    let socketBeforeError: boolean | undefined;
     try {
-      const { error, lateMs } = await lateness(
+      const { error } = await lateness(
         DEADLINE_MS,
         () =>
           new Promise((resolve, reject) => {
             const request = httpRequest(`${head.url}/tunnel`, { agent }, resolve);
             request.on('error', (e) => {
               events.push('error');
+              socketBeforeError = lateSocket !== undefined;
               reject(e);
             });
             request.on('close', () => events.push('close'));
@@ -179,7 +186,7 @@ describe('a socket made asynchronously (a proxy tunnel, an agent-base agent)', (
           }),
       );
       expect(isDeadlineExceeded(error), String(error)).toBe(true);
-      expect(lateMs).toBeLessThan(LATE_MS);
+      expect(socketBeforeError).toBe(false); // at the deadline, not when the socket came
       await new Promise((resolve) => setTimeout(resolve, 1_200)); // the socket arrives after 1 s
       expect(lateSocket?.destroyed).toBe(true);
       expect(events).toEqual(['error', 'close']);
