@@ -5,6 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, type as osType, release } from 'node:os';
+import type { TargetRow } from './support.ts';
 
 const BENCHES = [
   'startup',
@@ -15,6 +16,7 @@ const BENCHES = [
   'many-calls',
   'http-clients',
   'probe-servers',
+  'service',
   'probe-flood',
   'debug-diagnostics',
   'watchdog',
@@ -32,7 +34,10 @@ const started = Date.now();
 for (const name of BENCHES) {
   const t = Date.now();
   process.stderr.write(`bench/${name} …\n`);
-  const run = spawnSync(process.execPath, ['--expose-gc', new URL(`./${name}.ts`, import.meta.url).pathname], {
+  // BENCH_PROFILE=1: a CPU profile of each benchmark process (open a .cpuprofile in Chrome DevTools'
+  // Performance panel or speedscope for its flame graph); the processes it spawns write their own.
+  const profile = process.env.BENCH_PROFILE === '1' ? ['--cpu-prof', `--cpu-prof-dir=${dir}profiles/${name}`] : [];
+  const run = spawnSync(process.execPath, [...profile, '--expose-gc', new URL(`./${name}.ts`, import.meta.url).pathname], {
     env: { ...process.env, BENCH_JSON: jsonLines, BENCH_NAME: name },
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -43,11 +48,26 @@ for (const name of BENCHES) {
   process.stdout.write(run.stdout);
 }
 sections.push(`Total: ${Math.round((Date.now() - started) / 1_000)} s.\n`);
-writeFileSync(`${dir}latest.md`, sections.join('\n'));
-const tables = readFileSync(jsonLines, 'utf8')
+const records = readFileSync(jsonLines, 'utf8')
   .trim()
   .split('\n')
-  .map((line) => JSON.parse(line) as unknown);
-writeFileSync(`${dir}latest.json`, `${JSON.stringify({ machine, date: new Date().toISOString(), tables }, null, 2)}\n`);
+  .map((line) => JSON.parse(line) as { bench?: string; target?: TargetRow });
+const targets = records.filter((r): r is { bench: string; target: TargetRow } => r.target !== undefined);
+const tables = records.filter((r) => r.target === undefined);
+// Every figure with a target, beside it, first: the rest of the report is how each was measured.
+const summary = [
+  `## Targets (${String(targets.filter((t) => t.target.met === true).length)} of ${String(targets.filter((t) => t.target.met !== undefined).length)} met)\n`,
+  '| bench | figure | measured: median (min–max) | target | met |',
+  '|---|---|---|---|---|',
+  ...targets.map(
+    ({ bench, target }) =>
+      `| ${bench} | ${target.figure}${target.note === undefined ? '' : ` — ${target.note}`} | ${target.measured} | ${target.target} | ${target.met === undefined ? '—' : target.met ? 'yes' : '**no**'} |`,
+  ),
+  '',
+].join('\n');
+sections.splice(1, 0, summary);
+process.stdout.write(`\n${summary}`);
+writeFileSync(`${dir}latest.md`, sections.join('\n'));
+writeFileSync(`${dir}latest.json`, `${JSON.stringify({ machine, date: new Date().toISOString(), targets, tables }, null, 2)}\n`);
 rmSync(jsonLines, { force: true });
 process.stderr.write(`wrote bench/results/latest.md and latest.json in ${Math.round((Date.now() - started) / 1_000)} s\n`);

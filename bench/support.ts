@@ -53,6 +53,35 @@ export function table(header: readonly string[], rows: readonly (readonly string
   console.log();
 }
 
+/** One figure a benchmark has a target for, as `npm run bench` lists them together. */
+export interface TargetRow {
+  /** What is measured, e.g. `keep-alive fetch: lifeline ÷ OTel-only`. */
+  figure: string;
+  /** The figure with its spread, e.g. `0.981 (0.912–1.043)`. */
+  measured: string;
+  /** The target, e.g. `≥ 0.97`. */
+  target: string;
+  /** Whether the median meets it; `undefined` for a figure reported without a target. */
+  met: boolean | undefined;
+  /** Why a figure is what it is, when a reader needs it (CPU-bound on 2 cores, say). */
+  note?: string;
+}
+
+/** Prints one target line and, under `npm run bench`, records it for the summary at the top of the report. */
+export function target(row: TargetRow): void {
+  const jsonPath = process.env.BENCH_JSON;
+  if (jsonPath !== undefined) appendFileSync(jsonPath, `${JSON.stringify({ bench: process.env.BENCH_NAME, target: row })}\n`);
+  const verdict = row.met === undefined ? 'no target' : row.met ? 'met' : 'MISSED';
+  console.log(
+    `Target — ${row.figure}: ${row.measured}, target ${row.target}: ${verdict}${row.note === undefined ? '' : ` (${row.note})`}\n`,
+  );
+}
+
+/** `median (min–max)` of a sample, with `digits` decimals. */
+export function spread(sample: Sample, digits = 3): string {
+  return `${fixed(sample.median, digits)} (${fixed(sample.min, digits)}–${fixed(sample.max, digits)})`;
+}
+
 /** Starts bench/server.mjs in its own process; resolves with its URL and a stop function. */
 export async function startPeer(mode: 'ok' | 'silent'): Promise<{ url: string; stop: () => void }> {
   const { spawn } = await import('node:child_process');

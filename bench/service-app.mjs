@@ -1,0 +1,50 @@
+// The service of bench/service, in a process of its own: each request fetches the upstream
+// (keep-alive, Node's global fetch) and answers with its body. VARIANT=plain starts OpenTelemetry's
+// NodeSDK with the undici and http instrumentations; VARIANT=lifeline starts startLifeline with its
+// defaults, and runs each fetch under a 10 s deadline. Both batch spans to an exporter that drops them
+// (the comparison is making spans and deadlines, not shipping them). Prints {"port":N} when ready.
+import { createServer } from 'node:http';
+
+const variant = process.env.VARIANT;
+const upstream = process.env.UPSTREAM;
+const discard = {
+  export: (_spans, done) => done({ code: 0 }),
+  shutdown: () => Promise.resolve(),
+  forceFlush: () => Promise.resolve(),
+};
+let run = (fn) => fn();
+if (variant === 'plain') {
+  const { NodeSDK } = await import('@opentelemetry/sdk-node');
+  const { HttpInstrumentation } = await import('@opentelemetry/instrumentation-http');
+  const { UndiciInstrumentation } = await import('@opentelemetry/instrumentation-undici');
+  new NodeSDK({
+    serviceName: 'bench-service',
+    traceExporter: discard,
+    instrumentations: [new HttpInstrumentation(), new UndiciInstrumentation()],
+    metricReaders: [],
+    logRecordProcessors: [],
+  }).start();
+} else if (variant === 'lifeline') {
+  const { startLifeline } = await import('otel-lifeline/sdk');
+  const { withTimeout } = await import('otel-lifeline');
+  await startLifeline({ serviceName: 'bench-service', traceExporter: discard, probe: { port: 0 } });
+  run = (fn) => withTimeout(10_000, fn);
+} else {
+  throw new Error(`unknown VARIANT ${variant}`);
+}
+
+const server = createServer((_req, res) => {
+  run(async () => (await fetch(upstream)).text()).then(
+    (body) => res.end(body),
+    (err) => {
+      res.statusCode = 502;
+      res.end(String(err));
+    },
+  );
+});
+server.keepAliveTimeout = 60_000;
+// Exit normally on SIGTERM (a --cpu-prof profile is written only then).
+process.on('SIGTERM', () => process.exit(0));
+server.listen(0, '127.0.0.1', () => {
+  process.stdout.write(`${JSON.stringify({ port: server.address().port })}\n`);
+});

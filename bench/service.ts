@@ -1,0 +1,100 @@
+/**
+ * bench/service: what a user feels. The same small service (each request fetches an upstream,
+ * keep-alive, and answers with its body) started two ways, each in a process of its own: on a plain
+ * OpenTelemetry NodeSDK with the undici and http instrumentations, and with `startLifeline`'s
+ * defaults (every fetch under a deadline, the probe server, the watchdog thread). autocannon loads
+ * each in turn, in interleaved rounds (AB·BA); the figure is the per-round ratio of req/s.
+ * Everything shares the 2 cores: autocannon, the service and the upstream, so the ratio is of
+ * CPU-bound throughput. BENCH_QUICK=1: fewer, shorter rounds.
+ * Run: npm run bench:service
+ */
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import autocannon from 'autocannon';
+import { fixed, spread, startPeer, summarize, table, target } from './support.ts';
+
+const quick = process.env.BENCH_QUICK === '1';
+const ROUNDS = quick ? 2 : 6;
+const SECONDS = quick ? 3 : 8;
+const CONNECTIONS = 16;
+const VARIANTS = ['plain', 'lifeline'] as const;
+
+const upstream = await startPeer('ok');
+
+async function startService(variant: string): Promise<{ url: string; stop: () => Promise<void> }> {
+  // BENCH_PROFILE=1: each service writes a CPU profile (flame graph) when it exits.
+  const profile =
+    process.env.BENCH_PROFILE === '1'
+      ? ['--cpu-prof', `--cpu-prof-dir=${new URL(`./results/profiles/service-${variant}`, import.meta.url).pathname}`]
+      : [];
+  const child = spawn(process.execPath, [...profile, new URL('./service-app.mjs', import.meta.url).pathname], {
+    cwd: new URL('..', import.meta.url).pathname,
+    // No collector, no metrics or logs: both variants drop their spans in-process.
+    env: { ...process.env, VARIANT: variant, UPSTREAM: `${upstream.url}/`, OTEL_METRICS_EXPORTER: 'none', OTEL_LOGS_EXPORTER: 'none' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const line = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout }).once('line', resolve);
+    child.once('exit', (code) => {
+      reject(new Error(`the ${variant} service exited with ${String(code)}`));
+    });
+  });
+  const { port } = JSON.parse(line) as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}/`,
+    // SIGTERM: the service exits normally, so a --cpu-prof profile gets written.
+    stop: () =>
+      new Promise((resolve) => {
+        const kill = setTimeout(() => child.kill('SIGKILL'), 5_000);
+        child.once('exit', () => {
+          clearTimeout(kill);
+          resolve();
+        });
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+const results = new Map<string, { rps: number[]; p99: number[]; errors: number }>(
+  VARIANTS.map((v) => [v, { rps: [], p99: [], errors: 0 }]),
+);
+for (let round = 0; round < ROUNDS; round++) {
+  for (const variant of round % 2 === 0 ? VARIANTS : [...VARIANTS].reverse()) {
+    const service = await startService(variant);
+    await autocannon({ url: service.url, connections: CONNECTIONS, duration: 2 }); // warm up: JIT, sockets
+    const run = await autocannon({ url: service.url, connections: CONNECTIONS, duration: SECONDS });
+    await service.stop();
+    const r = results.get(variant);
+    r?.rps.push(run.requests.average);
+    r?.p99.push(run.latency.p99);
+    if (r !== undefined) r.errors += run.non2xx + run.errors;
+  }
+}
+upstream.stop();
+
+const plain = results.get('plain');
+const ours = results.get('lifeline');
+console.log(
+  `## A service on startLifeline ÷ the same service on a plain NodeSDK: ${CONNECTIONS} connections, ${ROUNDS} rounds × ${SECONDS} s each (AB·BA)\n`,
+);
+table(
+  ['service', 'req/s median (min–max)', 'p99 ms median', 'errors'],
+  VARIANTS.map((variant) => {
+    const r = results.get(variant);
+    return [
+      variant === 'plain' ? 'NodeSDK, undici + http instrumentations' : 'startLifeline defaults, fetch under a deadline',
+      spread(summarize(r?.rps ?? []), 0),
+      fixed(summarize(r?.p99 ?? []).median, 1),
+      String(r?.errors ?? 0),
+    ];
+  }),
+);
+const ratio = summarize((ours?.rps ?? []).map((rps, i) => rps / (plain?.rps[i] ?? Number.NaN)));
+target({
+  figure: 'a startLifeline service ÷ the same service on a plain NodeSDK (req/s, per round)',
+  measured: spread(ratio, 3),
+  target: '≥ 0.95',
+  met: ratio.median >= 0.95,
+  note: 'CPU-bound: load generator, service and upstream share 2 cores',
+});
+process.exit(0);
