@@ -177,12 +177,15 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
     );
     running.push(a, b);
     expect((await fetch(`${a.url}/go`)).status).toBe(200);
+    // Each service exports on its own schedule: wait until both have reached Jaeger (a trace that
+    // never joins them ends in eventually's timeout, naming what it saw).
+    const servicesOf = (traces: Awaited<ReturnType<typeof findTraces>>) =>
+      new Set(traces.flatMap((t) => Object.values(t.processes).map((p) => p.serviceName)));
     const traces = await eventually(
       () => findTraces(stack.queryUrl, 'e2e-b', { 'lifeline.deadline.source': 'inbound' }),
-      (t) => spansOf(t).some((s) => tag(s, 'span.kind') === 'client'),
+      (t) => spansOf(t).some((s) => tag(s, 'span.kind') === 'client') && servicesOf(t).has('e2e-a'),
     );
-    const services = new Set(traces.flatMap((t) => Object.values(t.processes).map((p) => p.serviceName)));
-    expect(services).toEqual(new Set(['e2e-a', 'e2e-b'])); // one trace across both
+    expect(servicesOf(traces)).toEqual(new Set(['e2e-a', 'e2e-b'])); // one trace across both
   });
 
   it('an unmodified service under --import emits client spans marked lifeline.deadline.missing', async () => {
