@@ -8,8 +8,10 @@ if (kind === 'lifeline') {
   const health = new Health({ interval: 3_600_000 });
   health.registerLiveness('worker').take();
   health.check();
-  // The server's own throughput: the default request budget (1,000/s, see bench/probe-flood) would cap it.
-  const probe = await startProbeServer({ health, port: 0, maxRequestsPerSecond: 1e9 });
+  // The server's own throughput, its abuse limits lifted: the request budget (1,000/s by default, see
+  // bench/probe-flood) would cap it, and closing a keep-alive connection every 100 requests would
+  // measure autocannon's reconnects (p50 ~20 ms here) rather than the answers.
+  const probe = await startProbeServer({ health, port: 0, maxRequestsPerSecond: 1e9, maxRequestsPerConnection: 1e9 });
   report(probe.port);
 } else if (kind === 'lightship') {
   const { createLightship } = await import('lightship');
@@ -20,6 +22,15 @@ if (kind === 'lifeline') {
   const { createTerminus } = await import('@godaddy/terminus');
   const server = createServer((_req, res) => res.end('app'));
   createTerminus(server, { healthChecks: { '/live': async () => ({ worker: 'ok' }) }, signals: [] });
+  server.listen(0, '127.0.0.1', () => report(server.address().port));
+} else if (kind === 'bare node:http') {
+  // The floor of any node:http server: a fixed answer, no routing, no limits.
+  const body = Buffer.from('{"status":"pass"}');
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.byteLength });
+    res.end(body);
+  });
+  server.keepAliveTimeout = 5_000;
   server.listen(0, '127.0.0.1', () => report(server.address().port));
 } else {
   throw new Error(`unknown KIND ${kind}`);

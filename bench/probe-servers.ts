@@ -13,7 +13,7 @@ const quick = process.env.BENCH_QUICK === '1';
 const ROUNDS = quick ? 1 : 3;
 const SECONDS = quick ? 3 : 8;
 const CONNECTIONS = 32;
-const KINDS = ['lifeline', 'lightship', 'terminus'] as const;
+const KINDS = ['lifeline', 'lightship', 'terminus', 'bare node:http'] as const;
 
 async function startPeer(kind: string): Promise<{ url: string; stop: () => void }> {
   const child = spawn(process.execPath, [new URL('./probe-peer.mjs', import.meta.url).pathname], {
@@ -41,8 +41,10 @@ for (let round = 0; round < ROUNDS; round++) {
     if (r !== undefined) r.non2xx += run.non2xx;
   }
 }
-const best = Math.max(...KINDS.filter((k) => k !== 'lifeline').map((k) => summarize(results.get(k)?.rps ?? []).median));
-const bestP99 = Math.min(...KINDS.filter((k) => k !== 'lifeline').map((k) => summarize(results.get(k)?.p99 ?? []).median));
+// Peers are the probe libraries; bare node:http is the floor of any node:http server, shown for scale.
+const PEERS = ['lightship', 'terminus'] as const;
+const best = Math.max(...PEERS.map((k) => summarize(results.get(k)?.rps ?? []).median));
+const bestP99 = Math.min(...PEERS.map((k) => summarize(results.get(k)?.p99 ?? []).median));
 console.log(
   `## Probe servers: GET /live, ${CONNECTIONS} connections, ${ROUNDS} rounds × ${SECONDS} s per server (autocannon in a separate process)\n`,
 );

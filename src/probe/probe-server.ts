@@ -378,6 +378,10 @@ class ClientLimits {
 
   /** Counts `bodyBytes` (and a head) as unsent until `res` is handed to the socket. */
   static unsent(req: IncomingMessage, res: ServerResponse, bodyBytes: number): void {
+    // An answer the socket is free for is written to it at once, where `writableLength` counts it;
+    // only one queued behind another (pipelining) waits in Node's memory. Probes never pipeline, so
+    // they skip the two listeners below.
+    if ((req.socket as Socket & { _httpMessage?: unknown })._httpMessage === res) return;
     const client = ClientLimits.#clients.get(req.socket);
     if (client === undefined) return;
     const bytes = HEAD_BYTES + bodyBytes;
