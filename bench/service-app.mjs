@@ -3,7 +3,7 @@
 // NodeSDK with the undici and http instrumentations; VARIANT=lifeline starts startLifeline with its
 // defaults, and runs each fetch under a 10 s deadline. Both batch spans to an exporter that drops them
 // (the comparison is making spans and deadlines, not shipping them). Prints {"port":N} when ready.
-import { createServer } from 'node:http';
+import { createRequire } from 'node:module';
 
 const variant = process.env.VARIANT;
 const upstream = process.env.UPSTREAM;
@@ -33,6 +33,9 @@ if (variant === 'plain') {
   throw new Error(`unknown VARIANT ${variant}`);
 }
 
+// Required once the SDK runs, so both variants get server spans: the http instrumentation patches
+// node:http through require, and an ES module `import` at the top would have bound it before.
+const { createServer } = createRequire(import.meta.url)('node:http');
 const server = createServer((_req, res) => {
   run(async () => (await fetch(upstream)).text()).then(
     (body) => res.end(body),
