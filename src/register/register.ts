@@ -39,7 +39,7 @@ async function start(): Promise<void> {
   } catch (err) {
     fail(errorText(err));
   }
-  // Imported only once the environment is known to be valid: the process-wide catalog reads it on load.
+  // Imported only once the environment is known to be valid.
   const { startLifeline } = await import('../sdk/index.js');
   const { logLevel } = config;
   const logger = logLevel === undefined ? undefined : (await import('pino')).pino({ name: 'lifeline', level: logLevel });
