@@ -89,7 +89,6 @@ export function deadlineOf(ctx: Context): DeadlineScope | undefined {
   return ctx.getValue(DEADLINE_KEY) as DeadlineScope | undefined;
 }
 
-/** `ctx` carrying `scope` as its deadline. The caller keeps deadlines shrinking. */
 /**
  * Whether a deadline at `monotonicAt` would shrink `current`: deadlines only shrink, so a later
  * one (or the same instant) changes nothing, not even the source. The one rule for every place
@@ -98,6 +97,8 @@ export function deadlineOf(ctx: Context): DeadlineScope | undefined {
 export function shrinks(current: { readonly monotonicAt: number } | undefined, monotonicAt: number): boolean {
   return current === undefined || monotonicAt < current.monotonicAt;
 }
+
+/** `ctx` carrying `scope` as its deadline. The caller keeps deadlines shrinking. */
 
 export function contextWithDeadline(ctx: Context, scope: DeadlineScope): Context {
   return ctx.setValue(DEADLINE_KEY, scope);

@@ -23,7 +23,8 @@ export interface HealthOptions {
   tracerProvider?: TracerProvider;
   /**
    * How unhealthy verdicts explain themselves: options of the built-in `Diagnostics`
-   * (give it an `InFlightSpanProcessor` for span trees), or your own implementation.
+   * (give it an `InFlightSpanProcessor` for span trees), or your own implementation. The catalog
+   * closes diagnostics it made from options; an object you give is yours to close.
    */
   diagnostics?: DiagnosticsOptions | HealthDiagnostics;
   /** Where the catalog says what failed (and, unless `diagnostics` names another, its verdicts). Default: lifeline's pino logger. */
@@ -258,7 +259,10 @@ export class Health {
     }
   }
 
-  /** Stops the timer and closes every handle; pending `next()` calls settle. Idempotent. */
+  /**
+   * Stops the timer and closes every handle; pending `next()` calls settle. Closes the diagnostics
+   * the catalog made from options, not a `diagnostics` object it was given. Idempotent.
+   */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;

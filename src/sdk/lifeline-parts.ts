@@ -148,6 +148,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
   if (shutdownTimeoutMs !== undefined)
     numberOption('shutdownTimeoutMs', shutdownTimeoutMs, { min: 0, above: true, max: MAX_TIMER_MS, unit: 'ms' });
   const health = options.health ?? processHealth;
+  // Read now: the process-wide catalog reads LIFELINE_HEALTH_INTERVAL_MS when first asked, and a bad value must fail here.
+  const interval = health.interval;
   const { captureStacks, maxSpans, maxStackBytes, redact, ...verdicts } = options.diagnostics ?? {};
   const inFlight = new InFlightSpanProcessor({
     ...(captureStacks === undefined ? {} : { captureStacks }),
@@ -221,7 +223,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
           try {
             const onBlock = options.watchdog?.onBlock;
             watchdog = startWatchdog({
-              thresholdMs: Math.min(health.interval, 5_000),
+              thresholdMs: Math.min(interval, 5_000),
               ...(redact === undefined ? {} : { redact }),
               ...(options.logger === undefined ? {} : { logger: options.logger }),
               ...options.watchdog,

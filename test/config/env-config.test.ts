@@ -105,6 +105,16 @@ describe('the process-wide catalog reads its setting when first used, not at imp
     expect(result.stdout).toContain('LIFELINE_HEALTH_INTERVAL_MS="15s"');
   });
 
+  it('an invalid LIFELINE_HEALTH_INTERVAL_MS fails startLifeline, naming it, before anything is installed', async () => {
+    const result = await runModule(
+      `const { startLifeline } = await import('otel-lifeline/sdk');
+       try { await startLifeline({ probe: false, watchdog: false }); console.log('started'); } catch (err) { console.log(err.code, err.message); }`,
+      { env: { ...process.env, LIFELINE_HEALTH_INTERVAL_MS: '15s', OTEL_TRACES_EXPORTER: 'none' } },
+    );
+    expect(result.stdout).not.toContain('started');
+    expect(result.stdout).toContain('LIFELINE_HEALTH_INTERVAL_MS="15s"');
+  });
+
   it('a valid one is the interval of the first registration', async () => {
     const result = await runModule(
       `const { health } = await import('otel-lifeline');

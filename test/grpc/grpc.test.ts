@@ -90,7 +90,8 @@ describe('gRPC clients (grpc-js) under a deadline', () => {
 
   it("keeps the caller's own earlier gRPC deadline", async () => {
     let scopeCut = false;
-    const scope = setTimeout(() => (scopeCut = true), 5_000); // when lifeline's scope would end it
+    // Halfway to lifeline's 5 s scope: a call its 200 ms deadline did not end would still be running.
+    const scope = setTimeout(() => (scopeCut = true), 2_500);
     const error = await withTimeout(5_000, () => unary(service.client, 'Stall', {}, { deadline: Date.now() + 200 })).catch(
       (e: unknown) => e,
     );

@@ -293,6 +293,18 @@ describe('Health catalog (README: Concepts)', () => {
     expect(health.status('live')).toEqual({ ok: false, healthy: [], unhealthy: ['healthcheck'] });
   });
 
+  it('closes the diagnostics it made from options, when it closes and when they are replaced', () => {
+    const close = vi.spyOn(Diagnostics.prototype, 'close');
+    try {
+      catalog({ diagnostics: { minIntervalMs: 1_000 } }).close();
+      expect(close).toHaveBeenCalledTimes(1);
+      catalog().useDiagnostics({ minIntervalMs: 1_000 }); // the default ones, made by the catalog
+      expect(close).toHaveBeenCalledTimes(2);
+    } finally {
+      close.mockRestore();
+    }
+  });
+
   it('closes only the diagnostics it made: an object it was given is left to whoever made it', () => {
     const given = new Diagnostics({ minIntervalMs: 1_000 });
     const close = vi.spyOn(given, 'close');

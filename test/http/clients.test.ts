@@ -28,7 +28,6 @@ import { endedClientSpan, startInMemoryLifeline } from '../support/tracing.js';
  * in test/faults, which needs network namespaces.)
  */
 const DEADLINE_MS = 300;
-// Timers and socket teardown take a few ms; 50 ms is the bound lifeline promises.
 
 // Loaded once the SDK runs, as in a service under `--import otel-lifeline/register`: OpenTelemetry's http
 // instrumentation patches node:http when a client requires it after the SDK started.

@@ -19,7 +19,8 @@ import { answersOk, serve, type TestServer } from '../support/servers.js';
 
 /**
  * lifeline must be invisible to undici and fetch users: a request that ends before its deadline
- * looks exactly as it would without lifeline. Each case below broke under a deadline in 0.1.
+ * looks exactly as it would without lifeline. The first cases below broke under a deadline in 0.1;
+ * the others (trailers, redirects, retries, upgrades) keep it so.
  */
 let installed: InstalledDeadlineDispatcher;
 let ok: TestServer;
@@ -233,14 +234,21 @@ describe('what a request that ends before its deadline sees: the same as without
     expect(seen).toEqual({ status: 200, redirected: true, url: `${special.url}/landed`, body: 'landed' });
   });
 
-  it.each(cases)("undici's retry interceptor retries a 503 %s", async (_case, run) => {
+  // compose(a, b) makes b the outer layer: the deadline around all attempts, or around each one.
+  it.each(
+    cases.flatMap(([name, run]) => [
+      [`${name}, deadline outside`, run, 'outside'] as const,
+      [`${name}, retry outside`, run, 'inside'] as const,
+    ]),
+  )("undici's retry interceptor retries a 503 %s", async (_case, run, deadline) => {
     failedOnce = new Set();
     const path = `/flaky-${String(Math.random()).slice(2)}`;
     const before = special.requests();
-    const agent = new undici.Agent().compose(
-      undici.interceptors.retry({ maxRetries: 2, minTimeout: 1, timeoutFactor: 1, statusCodes: [503] }),
-      deadlineInterceptor(),
-    );
+    const retry = undici.interceptors.retry({ maxRetries: 2, minTimeout: 1, timeoutFactor: 1, statusCodes: [503] });
+    const agent =
+      deadline === 'outside'
+        ? new undici.Agent().compose(retry, deadlineInterceptor())
+        : new undici.Agent().compose(deadlineInterceptor(), retry);
     try {
       const seen = await run(async () => {
         const response = await undici.request(`${special.url}${path}`, { dispatcher: agent });
