@@ -48,6 +48,12 @@ const VARIANTS: Variant[] = [
     args: ['--import', 'otel-lifeline/register', app],
     env: { ...exporting, LIFELINE_PROBE_PORT: '0' },
   },
+  // The watchdog thread is an isolate of its own: this variant shows what it adds.
+  {
+    name: 'lifeline register, with the auto-instrumentations, no watchdog thread',
+    args: ['--import', 'otel-lifeline/register', app],
+    env: { ...exporting, LIFELINE_PROBE_PORT: '0', LIFELINE_WATCHDOG: 'off' },
+  },
   {
     name: 'lifeline register, its own instrumentations',
     args: ['--import', 'otel-lifeline/register', app],
