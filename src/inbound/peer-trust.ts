@@ -1,5 +1,6 @@
 import { BlockList, isIP } from 'node:net';
 import { invalidOption } from '../errors/index.js';
+import { Memo } from '../memo/index.js';
 
 /**
  * Whose deadlines a server obeys: `'private'` (loopback, RFC 1918, link-local, IPv6 ULA, CGNAT and
@@ -66,6 +67,7 @@ export class PeerTrust {
   readonly fixed: boolean | undefined;
   readonly #ranges: BlockList;
   readonly #local: boolean;
+  readonly #answers = new Memo<boolean>(256, 64);
 
   /** @throws LifelineError `ERR_INVALID_OPTION` naming `option` (and the entry) for a bad value. */
   constructor(trust: unknown = 'private', option = 'trustInbound') {
@@ -92,10 +94,15 @@ export class PeerTrust {
     if (this.fixed !== undefined) return this.fixed;
     if (peer === undefined) return false;
     if (peer === LOCAL_SOCKET) return this.#local;
+    // A service hears from few peers (a load balancer, sidecars): their answers are kept.
+    return this.#answers.get(peer, this.#decide);
+  }
+
+  readonly #decide = (peer: string): boolean => {
     const address = peer.replace(/%.*$/, ''); // a link-local peer may carry its zone (`fe80::1%eth0`)
     const mapped = MAPPED.exec(address)?.[1];
     if (mapped !== undefined) return this.#ranges.check(mapped, 'ipv4');
     const version = isIP(address);
     return version !== 0 && this.#ranges.check(address, version === 4 ? 'ipv4' : 'ipv6');
-  }
+  };
 }

@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { invalidOption } from '../errors/index.js';
+import { Memo } from '../memo/index.js';
 import { PeerTrust } from '../inbound/index.js';
 import { stateless } from './stateless-regexp.js';
 
@@ -28,6 +29,8 @@ export class HeaderHosts {
   readonly #names: ReadonlySet<string>;
   readonly #suffixes: readonly string[];
   readonly #patterns: readonly RegExp[];
+  /** Answers per host as given: a service calls the same few hosts over and over. */
+  readonly #answers = new Memo<boolean>(256, 255);
 
   constructor(hosts: unknown = 'internal') {
     this.fixed = hosts === 'all' ? true : hosts === 'none' ? false : undefined;
@@ -60,6 +63,10 @@ export class HeaderHosts {
   /** Whether a call to `host` (a host name or IP literal, IPv6 with or without brackets) carries the header. */
   includes(host: string): boolean {
     if (this.fixed !== undefined) return this.fixed;
+    return this.#answers.get(host, this.#decide);
+  }
+
+  readonly #decide = (host: string): boolean => {
     const name = normalized(host);
     if (name === '') return false;
     if (this.#internal && isInternal(name)) return true;
@@ -67,7 +74,7 @@ export class HeaderHosts {
     for (const suffix of this.#suffixes) if (name.endsWith(suffix)) return true;
     for (const pattern of this.#patterns) if (pattern.test(name)) return true;
     return false;
-  }
+  };
 }
 
 /** Lower case, without IPv6 brackets or the trailing dot of a fully qualified name. */

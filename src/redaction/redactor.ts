@@ -1,4 +1,5 @@
 import { invalidOption } from '../errors/index.js';
+import { Memo } from '../memo/index.js';
 
 /** What counts as a secret, and how long a value may get. */
 export interface RedactionOptions {
@@ -109,15 +110,18 @@ const JWT = new RegExp(JWT_SOURCE, 'g');
  * word): text with none of them, most attribute values, is returned without scanning.
  */
 const MAY_HOLD_SECRET = /[='"]|:\s|:\/\/|eyJ|bearer|basic|authorization/i;
-/** Verdicts remembered per key (the same few keys recur on every span); bounded in count and key length. */
-const MAX_REMEMBERED_KEYS = 1_024;
-const MAX_REMEMBERED_KEY_LENGTH = 64;
 /** Boundaries inside a key: camelCase humps (`apiKey`, `APIKey`) and letter/digit changes (`sig0`). */
 const KEY_HUMPS = /(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])/g;
 const NOT_ALPHANUMERIC = /[^a-z0-9]+/;
 const PERCENT_ESCAPE = /%([0-9a-f]{2})/gi;
 /** `;name=value` path parameters (`;jsessionid=`). */
 const PATH_PARAM = /;([^/;=?#]*)=([^/;?#]*)/g;
+
+/** How a value is read (a constant, not a closure: this runs for every attribute of every span). */
+const TEXT_VALUE = 0;
+const URL_VALUE = 1;
+const QUERY_VALUE = 2;
+type ValueKind = typeof TEXT_VALUE | typeof URL_VALUE | typeof QUERY_VALUE;
 
 /** Redacts secrets from URLs, attribute values and free text, in time linear in their length. */
 export class Redactor {
@@ -126,7 +130,8 @@ export class Redactor {
   readonly #longestWord: number;
   readonly #headers: readonly string[];
   readonly #maxValueLength: number;
-  readonly #verdicts = new Map<string, boolean>();
+  /** Verdicts per key: the same few keys recur on every span. */
+  readonly #verdicts = new Memo<boolean>(1_024, 64);
 
   constructor(options: RedactionOptions = {}) {
     const words = (options.queryKeys ?? DEFAULT_SECRET_WORDS)
@@ -147,18 +152,10 @@ export class Redactor {
 
   /** Whether a key (query or path parameter, header, JSON or `key=value` name) names a secret. */
   isSecretKey(key: string): boolean {
-    const known = this.#verdicts.get(key);
-    if (known !== undefined) return known;
-    const secret = this.#namesSecret(key);
-    if (key.length <= MAX_REMEMBERED_KEY_LENGTH) {
-      // Cleared rather than evicted one by one: hostile distinct keys only cost a refill.
-      if (this.#verdicts.size >= MAX_REMEMBERED_KEYS) this.#verdicts.clear();
-      this.#verdicts.set(key, secret);
-    }
-    return secret;
+    return this.#verdicts.get(key, this.#namesSecret);
   }
 
-  #namesSecret(key: string): boolean {
+  readonly #namesSecret = (key: string): boolean => {
     const decoded = key.includes('%')
       ? key.replace(PERCENT_ESCAPE, (_escape, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)))
       : key;
@@ -173,16 +170,16 @@ export class Redactor {
       }
     }
     return false;
-  }
+  };
 
   /** A URL (absolute, or a path with a query) without userinfo, with secret path, query and fragment parameters and JWTs replaced. */
   url(text: string): string {
-    return this.#capped(text, (value) => this.#url(value));
+    return this.#capped(text, URL_VALUE);
   }
 
   /** A query string (`?a=b&token=…`) with secret values replaced; everything else is kept byte for byte. */
   query(text: string): string {
-    return this.#capped(text, (value) => this.#query(value));
+    return this.#capped(text, QUERY_VALUE);
   }
 
   /**
@@ -192,11 +189,13 @@ export class Redactor {
    * `key 'value'` forms.
    */
   text(value: string): string {
-    return this.#capped(value, (text) => this.#text(text));
+    return this.#capped(value, TEXT_VALUE);
   }
 
   /** The redacted value of an attribute, or `undefined` when it needs no change. */
   attribute(key: string, value: unknown): unknown {
+    // Most values of a span are numbers and booleans: nothing to read.
+    if (typeof value !== 'string' && !Array.isArray(value)) return undefined;
     if (key.startsWith('http.request.header.') || key.startsWith('http.response.header.')) {
       const header = key
         .slice(key.indexOf('.header.') + 8)
@@ -207,7 +206,7 @@ export class Redactor {
       return secret ? (Array.isArray(value) ? value.map(() => REDACTED) : REDACTED) : undefined;
     }
     if (typeof value === 'string') return changedOrUndefined(value, this.#value(key, value));
-    if (Array.isArray(value) && value.some((item) => typeof item === 'string')) {
+    if (value.some((item) => typeof item === 'string')) {
       const redacted = value.map((item: unknown) => (typeof item === 'string' ? this.#value(key, item) : item));
       return redacted.some((item, i) => item !== value[i]) ? redacted : undefined;
     }
@@ -216,9 +215,7 @@ export class Redactor {
 
   /** One string attribute value: URLs parsed as URLs, a query as a query, everything else as free text. */
   #value(key: string, value: string): string {
-    if (URL_KEYS.has(key)) return this.url(value);
-    if (key === 'url.query') return this.query(value);
-    return this.text(value);
+    return this.#capped(value, URL_KEYS.has(key) ? URL_VALUE : key === 'url.query' ? QUERY_VALUE : TEXT_VALUE);
   }
 
   /**
@@ -226,11 +223,15 @@ export class Redactor {
    * the work), and the result after (`REDACTED` is longer than a short secret, so redaction can
    * grow a value), with a marker giving the original length.
    */
-  #capped(value: string, redact: (text: string) => string): string {
+  #capped(value: string, kind: ValueKind): string {
     const max = this.#maxValueLength;
-    const redacted = redact(value.length > max ? cut(value, max) : value);
+    const redacted = this.#redact(value.length > max ? cut(value, max) : value, kind);
     if (value.length <= max && redacted.length <= max) return redacted;
     return `${cut(redacted, max)}…[truncated from ${value.length} chars]`;
+  }
+
+  #redact(value: string, kind: ValueKind): string {
+    return kind === TEXT_VALUE ? this.#text(value) : kind === URL_VALUE ? this.#url(value) : this.#query(value);
   }
 
   #url(text: string): string {

@@ -310,7 +310,8 @@ function extraCallbacks(handler: object): readonly string[] {
 }
 
 function isExtraCallback(handler: object, name: string): boolean {
-  return CALLBACK_NAME.test(name) && !KNOWN_SET.has(name) && typeof (handler as Record<string, unknown>)[name] === 'function';
+  // The set first: most names a handler has are undici's own callbacks (this runs on every call).
+  return !KNOWN_SET.has(name) && CALLBACK_NAME.test(name) && typeof (handler as Record<string, unknown>)[name] === 'function';
 }
 
 /**
