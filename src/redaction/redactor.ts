@@ -76,6 +76,36 @@ export const DEFAULT_SECRET_WORDS: readonly string[] = [
 const DEFAULT_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key'];
 const DEFAULT_MAX_VALUE_LENGTH = 16_384;
 const URL_KEYS = new Set(['url.full', 'http.url', 'url.original', 'http.target', 'url.path']);
+/**
+ * Attributes whose values are names, numbers or addresses by their semantic convention, never free
+ * text: not scanned (they are on every span, and scanning them was most of redaction's cost).
+ */
+const PLAIN_KEYS: ReadonlySet<string> = new Set([
+  'http.request.method',
+  'http.request.method_original',
+  'http.method',
+  'http.scheme',
+  'http.flavor',
+  'url.scheme',
+  'server.address',
+  'client.address',
+  'network.peer.address',
+  'network.local.address',
+  'network.protocol.name',
+  'network.protocol.version',
+  'network.transport',
+  'network.type',
+  'net.host.name',
+  'net.host.ip',
+  'net.peer.name',
+  'net.peer.ip',
+  'net.transport',
+  'rpc.system',
+  'rpc.service',
+  'rpc.method',
+  'lifeline.deadline.at',
+  'lifeline.deadline.source',
+]);
 
 /*
  * Free text is scanned once, left to right, by one regex of five alternatives; whichever starts
@@ -205,6 +235,7 @@ export class Redactor {
       const secret = this.#headers.includes(header) || this.isSecretKey(header);
       return secret ? (Array.isArray(value) ? value.map(() => REDACTED) : REDACTED) : undefined;
     }
+    if (PLAIN_KEYS.has(key)) return undefined;
     if (typeof value === 'string') return changedOrUndefined(value, this.#value(key, value));
     if (value.some((item) => typeof item === 'string')) {
       const redacted = value.map((item: unknown) => (typeof item === 'string' ? this.#value(key, item) : item));
