@@ -17,6 +17,7 @@ const BENCHES = [
   'http-clients',
   'probe-servers',
   'service',
+  'sampling',
   'probe-flood',
   'debug-diagnostics',
   'watchdog',

@@ -27,6 +27,8 @@ export interface EnvConfig {
   probeLimits: { maxConnections?: number; maxRequestsPerSecond?: number };
   /** `LIFELINE_WATCHDOG=off`: no watchdog thread; else `LIFELINE_WATCHDOG_THRESHOLD_MS`, when set. */
   watchdog: false | { thresholdMs?: number };
+  /** `LIFELINE_EVIDENCE=off`: the sampler alone decides what is exported (startLifeline's `evidence: false`). */
+  evidence: boolean;
 }
 
 /** Register mode's bound on calls nothing else bounds: connect, send, and wait for the response headers. */
@@ -59,7 +61,9 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
   const maxRequestsPerSecond = integer(env, 'LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND', 1, 10_000_000);
   const watchdog = oneOfEnv(env, 'LIFELINE_WATCHDOG', SWITCH) ?? 'on';
   const thresholdMs = integer(env, 'LIFELINE_WATCHDOG_THRESHOLD_MS', 10, 86_400_000);
+  const evidence = oneOfEnv(env, 'LIFELINE_EVIDENCE', SWITCH) ?? 'on';
   return {
+    evidence: evidence === 'on',
     watchdog: watchdog === 'off' ? false : thresholdMs === undefined ? {} : { thresholdMs },
     exportBuffer: { ...(maxSpans === undefined ? {} : { maxSpans }), ...(maxBytes === undefined ? {} : { maxBytes }) },
     probeLimits: {

@@ -48,6 +48,7 @@ async function start(): Promise<void> {
       probe: config.probe === false ? false : { ...config.probe, ...config.probeLimits, whenPortBusy: whenPortBusy(config.probe.port) },
       exportBuffer: config.exportBuffer,
       watchdog: config.watchdog,
+      ...(config.evidence ? {} : { evidence: false as const }),
       deadlines: {
         headersTimeoutMs: config.headersTimeoutMs,
         ...(config.defaultTimeoutMs === undefined ? {} : { defaultTimeoutMs: config.defaultTimeoutMs }),

@@ -9,3 +9,4 @@ export { startLifeline, type Lifeline, type LifelineOptions } from './start-life
 export { forceFlush, lifelineParts, type LifelineParts, type LifelinePartsOptions } from './lifeline-parts.js';
 export { GrpcDeadlineInstrumentation, type GrpcDeadlineInstrumentationConfig } from './grpc-deadline-instrumentation.js';
 export type { RetryOptions } from '../export/index.js';
+export { EvidenceSampler, EvidenceSpanProcessor, type EvidenceSpanProcessorOptions } from '../sampling/index.js';

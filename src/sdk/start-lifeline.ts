@@ -2,7 +2,7 @@ import type { Instrumentation } from '@opentelemetry/instrumentation';
 import { HttpInstrumentation, type HttpInstrumentationConfig } from '@opentelemetry/instrumentation-http';
 import type { UndiciInstrumentationConfig } from '@opentelemetry/instrumentation-undici';
 import type { NodeSDKConfiguration } from '@opentelemetry/sdk-node';
-import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
+import type { Sampler, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
 import { LifelineError } from '../index.js';
 import { loggerOrDefault } from '../log/index.js';
 import { autoInstrumentations } from './auto-instrumentations.js';
@@ -16,6 +16,7 @@ import {
   traceExportersFromEnv,
   type RetryOptions,
 } from '../export/index.js';
+import { EvidenceSampler, EvidenceSpanProcessor, samplerFromEnv, type EvidenceSpanProcessorOptions } from '../sampling/index.js';
 import { assembleParts, lifelineRunning, type Lifeline, type LifelineParts, type LifelinePartsOptions } from './lifeline-parts.js';
 
 /** Options of {@link startLifeline}. */
@@ -32,6 +33,20 @@ export interface LifelineOptions extends LifelinePartsOptions {
   exportBuffer?: Pick<RetryOptions, 'maxSpans' | 'maxBytes'>;
   /** Span processors to use instead of the batched `traceExporter`; lifeline's own run first. */
   spanProcessors?: SpanProcessor[];
+  /**
+   * The sampler; default the one `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` name
+   * (`parentbased_always_on` when unset). Whatever it drops is still recorded for lifeline (see
+   * `evidence`).
+   */
+  sampler?: Sampler;
+  /**
+   * Keeps the evidence whatever the sampler drops (default on): spans the sampler drops are still
+   * recorded, so stuck calls are tracked in flight and explained by verdicts, and a trace that
+   * turns out to be evidence (a failed or deadline-exceeded call, a span a verdict found in flight)
+   * is exported although it was not sampled; verdicts and their snapshots are always sampled. See
+   * `EvidenceSampler` and `EvidenceSpanProcessor` for the cost. `false`: the sampler alone decides.
+   */
+  evidence?: false | EvidenceSpanProcessorOptions;
   /** More instrumentations beside lifeline's (undici/fetch, http, gRPC, pino, or the auto-instrumentations). */
   instrumentations?: Instrumentation[];
   /** Configuration of lifeline's undici/fetch instrumentation (e.g. `headersToSpanAttributes`). */
@@ -106,8 +121,13 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
     exportingProcessors(options),
   ]);
   const instrumentations = [...parts.instrumentations, ...makeInstrumentations(parts), ...(options.instrumentations ?? [])];
+  const sampler = options.sampler ?? samplerFromEnv(process.env, loggerOrDefault(options.logger));
   const config: Partial<NodeSDKConfiguration> = {
-    spanProcessors: [...parts.spanProcessors, ...spanProcessors],
+    sampler: options.evidence === false ? sampler : new EvidenceSampler(sampler),
+    spanProcessors: [
+      ...parts.spanProcessors,
+      ...(options.evidence === false ? spanProcessors : [new EvidenceSpanProcessor(spanProcessors, options.evidence)]),
+    ],
     textMapPropagator: parts.propagator,
     idGenerator: parts.idGenerator,
     instrumentations,

@@ -13,6 +13,7 @@ describe('readEnvConfig (README: Configuration)', () => {
       exportBuffer: {},
       probeLimits: {},
       watchdog: {},
+      evidence: true,
     });
   });
 
@@ -34,6 +35,7 @@ describe('readEnvConfig (README: Configuration)', () => {
         LIFELINE_PROBE_MAX_CONNECTIONS: '16',
         LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND: '200',
         LIFELINE_WATCHDOG_THRESHOLD_MS: '2000',
+        LIFELINE_EVIDENCE: 'off',
       }),
     ).toEqual({
       probe: { port: 9000, host: '0.0.0.0' },
@@ -48,6 +50,7 @@ describe('readEnvConfig (README: Configuration)', () => {
       exportBuffer: { maxSpans: 10_000, maxBytes: 67_108_864 },
       probeLimits: { maxConnections: 16, maxRequestsPerSecond: 200 },
       watchdog: { thresholdMs: 2_000 },
+      evidence: false,
     });
     expect(readEnvConfig({ LIFELINE_WATCHDOG: 'off', LIFELINE_WATCHDOG_THRESHOLD_MS: '2000' }).watchdog).toBe(false);
     expect(readEnvConfig({ LIFELINE_DEADLINE_HEADER_HOSTS: 'none' }).deadlineHeaderHosts).toBe('none');
@@ -78,6 +81,7 @@ describe('readEnvConfig (README: Configuration)', () => {
     ['LIFELINE_PROBE_MAX_CONNECTIONS', '0'],
     ['LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND', '-5'],
     ['LIFELINE_WATCHDOG', 'yes'],
+    ['LIFELINE_EVIDENCE', 'no'],
     ['LIFELINE_WATCHDOG_THRESHOLD_MS', '5'],
   ])('%s=%s is rejected naming the variable and the value', (name, value) => {
     let error: unknown;

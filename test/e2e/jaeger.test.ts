@@ -151,6 +151,46 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
     ).toEqual([]);
   });
 
+  it('head sampling at 1 %: the stuck and the aborted calls still reach Jaeger whole, with the verdict; routine requests mostly do not', async () => {
+    const service = await example('examples/stuck-dependency/server.mjs', 'e2e-sampled', {
+      LIFELINE_HEALTH_INTERVAL_MS: '500',
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.01',
+    });
+    const { port } = JSON.parse(service.lines[0] ?? '{}') as { port: number };
+    // Routine traffic: 200 requests answered 'ok', each a trace of its own the sampler drops 99 % of.
+    for (let i = 0; i < 200; i++) await (await fetch(`http://127.0.0.1:${String(port)}/routine`)).text();
+
+    // The calls aborted by their tick deadline, in traces the sampler dropped: exported whole, the
+    // tick span (which ended after the call) in the same trace.
+    const aborted = await eventually(
+      () => findTraces(stack.queryUrl, 'e2e-sampled', { 'lifeline.deadline.exceeded': 'true', 'error.type': 'timeout' }),
+      (t) =>
+        t.some((trace) => trace.spans.some((s) => s.operationName === 'tick poller') && trace.spans.some((s) => s.operationName === 'GET')),
+    );
+    const whole = aborted.find((t) => t.spans.some((s) => s.operationName === 'tick poller')) as JaegerTrace;
+    const call = whole.spans.find((s) => s.operationName === 'GET' && tag(s, 'lifeline.deadline.exceeded') === true) as JaegerSpan;
+    expect(whole.spans.find((s) => s.spanID === parentOf(call))?.operationName).toBe('tick poller');
+
+    // The stuck component: its verdict, and the snapshot of its stuck tick in the tick's own trace.
+    const verdicts = await eventually(
+      () => findTraces(stack.queryUrl, 'e2e-sampled', { 'lifeline.health.component': 'indexer' }),
+      (t) => spansOf(t).some((s) => s.operationName.startsWith('health verdict')),
+    );
+    const verdict = spansOf(verdicts).find((s) => s.operationName.startsWith('health verdict')) as JaegerSpan;
+    const tree = String(verdict.logs.flatMap((l) => l.fields).find((f) => f.key === 'lifeline.diagnostic.span_tree')?.value);
+    const inFlight = await eventually(
+      () => findTraces(stack.queryUrl, 'e2e-sampled', { 'lifeline.in_flight': 'true', 'lifeline.health.component': 'indexer' }),
+      (t) => spansOf(t).some((s) => s.operationName.startsWith('wait for index lock (in flight')),
+    );
+    const stuck = inFlight.find((t) => t.spans.some((s) => s.operationName.startsWith('tick indexer (in flight'))) as JaegerTrace;
+    expect(tree).toContain(stuck.traceID);
+
+    // Routine: at 1 %, 200 traces give 2 on average; 20 or more has a chance below 1e-8.
+    const routine = await findTraces(stack.queryUrl, 'e2e-sampled', { 'url.path': '/routine' }, undefined, 200);
+    expect(routine.length).toBeLessThan(20);
+  });
+
   it('deadline across two services: the callee records source inbound', async () => {
     const b = await startService(
       'test/fixtures/relay-service.mjs',

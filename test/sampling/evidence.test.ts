@@ -1,0 +1,143 @@
+import { context, SpanStatusCode, TraceFlags, trace, type Tracer } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { ParentBasedSampler, RandomIdGenerator, TraceIdRatioBasedSampler, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import {
+  DeadlineSpanProcessor,
+  Health,
+  InFlightSpanProcessor,
+  installDeadlineDispatcher,
+  isDeadlineExceeded,
+  withTimeout,
+  type InstalledDeadlineDispatcher,
+} from '../../src/index.js';
+import { SnapshotIdGenerator } from '../../src/diagnostics/index.js';
+import { EvidenceSampler, EvidenceSpanProcessor } from '../../src/sampling/index.js';
+import { instrumentedUndici } from '../support/instrumented.js';
+import { neverAnswers, serve, type TestServer } from '../support/servers.js';
+
+// OTEL_TRACES_SAMPLER=parentbased_traceidratio at 0: the sampler drops every routine trace, so
+// whatever is exported was kept as evidence.
+const inFlight = new InFlightSpanProcessor();
+const ids = new SnapshotIdGenerator(new RandomIdGenerator());
+const tracing = instrumentedUndici([inFlight, new DeadlineSpanProcessor()], {}, ids, {
+  sampler: new EvidenceSampler(new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(0) })),
+  wrapExport: (exporting) => new EvidenceSpanProcessor(exporting, { maxBufferedSpans: 8 }),
+});
+const { exporter, provider } = tracing;
+const tracer: Tracer = provider.getTracer('test');
+let installed: InstalledDeadlineDispatcher;
+let silent: TestServer;
+const catalogs: Health[] = [];
+const pending: Promise<unknown>[] = [];
+
+beforeAll(async () => {
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable()); // as the SDK registers it
+  tracing.start();
+  installed = installDeadlineDispatcher();
+  silent = await serve(neverAnswers);
+});
+afterAll(async () => {
+  tracing.stop();
+  installed.uninstall();
+  await silent.close();
+});
+beforeEach(() => {
+  exporter.reset();
+});
+afterEach(async () => {
+  for (const health of catalogs.splice(0)) health.close();
+  await silent.close();
+  silent = await serve(neverAnswers); // drop the stuck connections
+  await Promise.allSettled(pending.splice(0));
+});
+
+/** A trace of `names` ended one after the other under one root, the root last with `rootStatus`. */
+function trace3(rootStatus: SpanStatusCode = SpanStatusCode.UNSET, names = ['a', 'b']): string {
+  return tracer.startActiveSpan('root', (root) => {
+    for (const name of names) tracer.startSpan(name).end();
+    root.setStatus({ code: rootStatus });
+    root.end();
+    return root.spanContext().traceId;
+  });
+}
+const exportedOf = (traceId: string): ReadableSpan[] => exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+
+describe('head sampling keeps the evidence (EvidenceSampler + EvidenceSpanProcessor)', () => {
+  it('a routine trace the sampler drops is recorded (processors see it) but not exported', () => {
+    let recording: boolean | undefined;
+    const traceId = tracer.startActiveSpan('routine', (span) => {
+      recording = span.isRecording();
+      expect(inFlight.get(span.spanContext().spanId)).toBeDefined(); // tracked in flight
+      expect(span.spanContext().traceFlags & TraceFlags.SAMPLED).toBe(0);
+      span.end();
+      return span.spanContext().traceId;
+    });
+    expect(recording).toBe(true);
+    expect(exportedOf(traceId)).toEqual([]);
+  });
+
+  it('a trace whose span fails is exported whole: the spans that ended before it, and those after, flagged sampled', () => {
+    const traceId = trace3(SpanStatusCode.ERROR);
+    const names = exportedOf(traceId).map((s) => s.name);
+    expect(names).toEqual(['a', 'b', 'root']);
+    for (const span of exportedOf(traceId)) expect(span.spanContext().traceFlags & TraceFlags.SAMPLED).toBe(TraceFlags.SAMPLED);
+    expect(exportedOf(trace3())).toEqual([]); // the next routine trace is not
+  });
+
+  it('what it holds is bounded: past maxBufferedSpans the oldest held spans are dropped', () => {
+    const traceId = trace3(SpanStatusCode.ERROR, ['s1', 's2', 's3', 's4', 's5', 's6', 's7', 's8', 's9', 's10']);
+    // 8 held at most: s1 and s2 went first; the failing root is exported as it ends.
+    expect(exportedOf(traceId).map((s) => s.name)).toEqual(['s3', 's4', 's5', 's6', 's7', 's8', 's9', 's10', 'root']);
+  });
+
+  it('a call its deadline ended is exported with its trace, although the sampler dropped the trace', async () => {
+    let traceId = '';
+    const error = await tracer.startActiveSpan('handler', async (root) => {
+      traceId = root.spanContext().traceId;
+      try {
+        return await withTimeout(100, () => fetch(`${silent.url}/slow`)).catch((err: unknown) => err);
+      } finally {
+        root.end();
+      }
+    });
+    expect(isDeadlineExceeded(error)).toBe(true);
+    const spans = exportedOf(traceId);
+    expect(spans.map((s) => s.name)).toEqual(['GET', 'handler']);
+    expect(spans[0]?.attributes['lifeline.deadline.exceeded']).toBe(true);
+  });
+
+  it('a stuck call is tracked in flight, explained by a verdict, and its trace exported with the snapshots', async () => {
+    const health = new Health({ interval: 60_000, tracerProvider: provider, diagnostics: { inFlight, tracerProvider: provider, ids } });
+    catalogs.push(health);
+    const h = health.registerLiveness('poller');
+    h.take();
+    const tick = h.take();
+    let earlier = '';
+    let tickFlags: number | undefined;
+    pending.push(
+      tick?.run(async () => {
+        tickFlags = trace.getActiveSpan()?.spanContext().traceFlags;
+        const done = tracer.startSpan('read config'); // ended before the call got stuck
+        earlier = done.spanContext().spanId;
+        done.end();
+        return (await fetch(`${silent.url}/stuck`)).text();
+      }) ?? Promise.resolve(),
+    );
+    const traceId = tick?.spanContext.traceId ?? '';
+    await new Promise((resolve) => setTimeout(resolve, 50)); // the GET is on the wire
+    expect(tickFlags).toBe(TraceFlags.NONE); // the sampler dropped the tick's trace
+    health.check();
+    health.check();
+    health.check(); // buffer full: unhealthy, and the verdict
+    expect(health.status('live').unhealthy).toEqual(['poller']);
+    const [verdict] = exporter.getFinishedSpans().filter((s) => s.name.startsWith('health verdict'));
+    expect(
+      verdict?.attributes['lifeline.diagnostic.span_tree'] ?? verdict?.events[0]?.attributes?.['lifeline.diagnostic.span_tree'],
+    ).toContain('"name":"GET"');
+    const names = exportedOf(traceId).map((s) => s.name);
+    expect(names).toContain('tick poller (in flight)');
+    expect(names).toContain(`GET 127.0.0.1:${String(silent.port)} (in flight)`);
+    expect(exportedOf(traceId).find((s) => s.spanContext().spanId === earlier)?.name).toBe('read config'); // held, then kept
+  });
+});
