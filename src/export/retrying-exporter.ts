@@ -206,7 +206,7 @@ function retryable(result: ExportResult): boolean {
 const SPAN_OVERHEAD_BYTES = 128;
 
 /** A span's size as its strings and numbers make it: enough to bound memory, cheaper than encoding. */
-function spanBytes(span: ReadableSpan): number {
+export function spanBytes(span: ReadableSpan): number {
   let bytes = SPAN_OVERHEAD_BYTES + span.name.length + attributesBytes(span.attributes);
   for (const event of span.events) bytes += event.name.length + 16 + attributesBytes(event.attributes);
   for (const link of span.links) bytes += 64 + attributesBytes(link.attributes);

@@ -2,8 +2,9 @@
  * Answers remembered per key, for hot paths that ask the same few questions over and over (which
  * peer, which host, which attribute key). Bounded in count and in key length; cleared rather than
  * evicted one by one when full, so a flood of distinct keys costs only a refill, never memory.
+ * Answers are never `undefined` (that is how a key not yet decided reads).
  */
-export class Memo<V> {
+export class Memo<V extends boolean | number | string | object> {
   readonly #answers = new Map<string, V>();
   readonly #maxKeys: number;
   readonly #maxKeyLength: number;

@@ -1,5 +1,6 @@
 import { invalidOption } from '../errors/index.js';
 import { Memo } from '../memo/index.js';
+import { ATTR_DEADLINE_AT, ATTR_DEADLINE_SOURCE } from '../semconv/index.js';
 
 /** What counts as a secret, and how long a value may get. */
 export interface RedactionOptions {
@@ -78,7 +79,8 @@ const DEFAULT_MAX_VALUE_LENGTH = 16_384;
 const URL_KEYS = new Set(['url.full', 'http.url', 'url.original', 'http.target', 'url.path']);
 /**
  * Attributes whose values are names, numbers or addresses by their semantic convention, never free
- * text: not scanned (they are on every span, and scanning them was most of redaction's cost).
+ * text: not scanned (they are on every span, and scanning them was most of redaction's cost), but
+ * still cut at `maxValueLength` (a client chooses its `Host` and `X-Forwarded-For`).
  */
 const PLAIN_KEYS: ReadonlySet<string> = new Set([
   'http.request.method',
@@ -103,8 +105,8 @@ const PLAIN_KEYS: ReadonlySet<string> = new Set([
   'rpc.system',
   'rpc.service',
   'rpc.method',
-  'lifeline.deadline.at',
-  'lifeline.deadline.source',
+  ATTR_DEADLINE_AT,
+  ATTR_DEADLINE_SOURCE,
 ]);
 
 /*
@@ -235,7 +237,7 @@ export class Redactor {
       const secret = this.#headers.includes(header) || this.isSecretKey(header);
       return secret ? (Array.isArray(value) ? value.map(() => REDACTED) : REDACTED) : undefined;
     }
-    if (PLAIN_KEYS.has(key)) return undefined;
+    if (PLAIN_KEYS.has(key) && !(typeof value === 'string' && value.length > this.#maxValueLength)) return undefined;
     if (typeof value === 'string') return changedOrUndefined(value, this.#value(key, value));
     if (value.some((item) => typeof item === 'string')) {
       const redacted = value.map((item: unknown) => (typeof item === 'string' ? this.#value(key, item) : item));

@@ -16,7 +16,7 @@ const SAMPLED: SamplingResult = { decision: SamplingDecision.RECORD_AND_SAMPLED 
  * ```ts
  * const sdk = new NodeSDK({
  *   sampler: new EvidenceSampler(new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(0.01) })),
- *   spanProcessors: [...parts.spanProcessors, new EvidenceSpanProcessor([new BatchSpanProcessor(exporter)])],
+ *   spanProcessors: [...parts.spanProcessors, new EvidenceSpanProcessor([new BatchSpanProcessor({ exporter })])],
  * });
  * ```
  */

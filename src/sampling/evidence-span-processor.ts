@@ -2,6 +2,8 @@ import { TraceFlags, type Context } from '@opentelemetry/api';
 // Types only: the SDK's processors are handed in.
 import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
 import { numberOption } from '../errors/index.js';
+import { spanBytes } from '../export/index.js';
+import { ATTR_IN_FLIGHT } from '../semconv/index.js';
 import { isEvidence } from './evidence.js';
 
 /** Options of {@link EvidenceSpanProcessor}. */
@@ -9,10 +11,18 @@ export interface EvidenceSpanProcessorOptions {
   /**
    * Ended spans of unsampled traces held in case their trace turns out to be evidence (a span
    * that ends later fails, a verdict snapshots one of its spans in flight); the oldest go first.
-   * It bounds the memory: ~1–2 KB a span. Default 2 048.
+   * Default 2 048.
    */
   maxBufferedSpans?: number;
-  /** Traces remembered as evidence, whose spans are exported as they end; the oldest are forgotten first. Default 1 024. */
+  /**
+   * The most those held spans may take, estimated from their names, attributes and events (a
+   * client sends long URLs, a failure records a stack); past it the oldest go first. Default 8 MiB.
+   */
+  maxBufferedBytes?: number;
+  /**
+   * Traces remembered as evidence, whose spans are exported as they end; the one least recently
+   * heard of is forgotten first (its spans that end later are held again, as routine). Default 1 024.
+   */
   maxEvidenceTraces?: number;
 }
 
@@ -21,14 +31,15 @@ export interface EvidenceSpanProcessorOptions {
  * they export every trace that turned out to be evidence although the sampler dropped it: a trace
  * with a failed span (a call its deadline ended, an error) or a span a verdict found in flight.
  * Use it with {@link EvidenceSampler}, which records the spans the sampler drops: those are held
- * here when they end (at most `maxBufferedSpans`), exported with their trace once it is evidence,
- * and dropped otherwise. Exported spans of such a trace carry the sampled flag.
+ * here when they end (at most `maxBufferedSpans` and `maxBufferedBytes`), exported with their
+ * trace once it is evidence, and dropped otherwise. Exported spans of such a trace reach the
+ * wrapped processors' `onEnd` as a copy that carries the sampled flag.
  *
  * Only this process's spans of the trace are kept: a service it called that sampled the trace out
  * keeps its own evidence only if it runs lifeline too.
  * @example
  * ```ts
- * spanProcessors: [...parts.spanProcessors, new EvidenceSpanProcessor([new BatchSpanProcessor(exporter)])]
+ * spanProcessors: [...parts.spanProcessors, new EvidenceSpanProcessor([new BatchSpanProcessor({ exporter })])]
  * ```
  */
 export class EvidenceSpanProcessor implements SpanProcessor {
@@ -36,20 +47,27 @@ export class EvidenceSpanProcessor implements SpanProcessor {
   readonly #maxTraces: number;
   /**
    * Ended spans of unsampled traces not (yet) evidence, in a ring: the newest overwrites the oldest.
-   * Holding a span is one store; finding a trace's spans is a scan, paid only when a trace turns
-   * out to be evidence (rarely: a failure, a verdict).
+   * Holding a span is a store and a size estimate; finding a trace's spans is a scan, paid only
+   * when a trace turns out to be evidence (rarely: a failure, a verdict).
    */
   readonly #held: (ReadableSpan | undefined)[];
+  /** The estimated bytes of each held span, by slot. */
+  readonly #sizes: number[];
+  readonly #maxBytes: number;
+  #heldBytes = 0;
   #next = 0;
-  /** Unsampled traces found to be evidence: their spans are exported as they end. */
+  /** Unsampled traces found to be evidence, least recently heard of first: their spans are exported as they end. */
   readonly #evidence = new Set<string>();
 
   constructor(exporting: readonly SpanProcessor[], options: EvidenceSpanProcessorOptions = {}) {
-    const { maxBufferedSpans = 2_048, maxEvidenceTraces = 1_024 } = options;
+    const { maxBufferedSpans = 2_048, maxBufferedBytes = 8 * 1024 * 1024, maxEvidenceTraces = 1_024 } = options;
     numberOption('maxBufferedSpans', maxBufferedSpans, { min: 0, max: 1_000_000, integer: true });
+    numberOption('maxBufferedBytes', maxBufferedBytes, { min: 0, integer: true });
     numberOption('maxEvidenceTraces', maxEvidenceTraces, { min: 1, integer: true });
     this.#exporting = [...exporting];
     this.#held = new Array<ReadableSpan | undefined>(maxBufferedSpans);
+    this.#sizes = new Array<number>(maxBufferedSpans).fill(0);
+    this.#maxBytes = maxBufferedBytes;
     this.#maxTraces = maxEvidenceTraces;
   }
 
@@ -64,12 +82,13 @@ export class EvidenceSpanProcessor implements SpanProcessor {
   onEnd(span: ReadableSpan): void {
     const context = span.spanContext();
     if ((context.traceFlags & TraceFlags.SAMPLED) !== 0) {
-      // A sampled snapshot of a span in flight: the rest of that (unsampled) trace is evidence too.
-      if (isEvidence(span)) this.#keep(context.traceId);
+      // A sampled snapshot of a span in flight, rooted in the stuck (unsampled) trace: that trace is evidence.
+      if (span.attributes[ATTR_IN_FLIGHT] !== undefined) this.#keep(context.traceId);
       this.#export(span);
       return;
     }
     if (this.#evidence.has(context.traceId)) {
+      this.#heardOf(context.traceId);
       this.#export(sampledView(span));
     } else if (isEvidence(span)) {
       this.#keep(context.traceId);
@@ -85,6 +104,7 @@ export class EvidenceSpanProcessor implements SpanProcessor {
 
   shutdown(): Promise<void> {
     this.#held.fill(undefined);
+    this.#heldBytes = 0;
     return Promise.all(this.#exporting.map((processor) => processor.shutdown())).then(() => undefined);
   }
 
@@ -94,7 +114,10 @@ export class EvidenceSpanProcessor implements SpanProcessor {
 
   /** Marks a trace as evidence and exports what is held of it, oldest first. */
   #keep(traceId: string): void {
-    if (this.#evidence.has(traceId)) return;
+    if (this.#evidence.has(traceId)) {
+      this.#heardOf(traceId);
+      return;
+    }
     this.#evidence.add(traceId);
     if (this.#evidence.size > this.#maxTraces) this.#evidence.delete(this.#evidence.values().next().value as string);
     const held = this.#held;
@@ -102,15 +125,34 @@ export class EvidenceSpanProcessor implements SpanProcessor {
       const slot = (this.#next + i) % held.length;
       const span = held[slot];
       if (span?.spanContext().traceId !== traceId) continue;
-      held[slot] = undefined;
+      this.#release(slot);
       this.#export(sampledView(span));
     }
   }
 
+  /** Keeps an evidence trace remembered longest: the one least recently heard of is forgotten first. */
+  #heardOf(traceId: string): void {
+    this.#evidence.delete(traceId);
+    this.#evidence.add(traceId);
+  }
+
   #hold(span: ReadableSpan): void {
-    if (this.#held.length === 0) return;
+    const slots = this.#held.length;
+    if (slots === 0) return;
+    const bytes = spanBytes(span);
+    if (bytes > this.#maxBytes) return; // more than the whole buffer: never held
+    this.#release(this.#next); // the oldest, overwritten
+    for (let i = 1; this.#heldBytes + bytes > this.#maxBytes && i < slots; i++) this.#release((this.#next + i) % slots);
     this.#held[this.#next] = span;
-    this.#next = (this.#next + 1) % this.#held.length;
+    this.#sizes[this.#next] = bytes;
+    this.#heldBytes += bytes;
+    this.#next = (this.#next + 1) % slots;
+  }
+
+  #release(slot: number): void {
+    if (this.#held[slot] === undefined) return;
+    this.#held[slot] = undefined;
+    this.#heldBytes -= this.#sizes[slot] ?? 0;
   }
 }
 

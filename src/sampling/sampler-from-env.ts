@@ -7,6 +7,8 @@ const SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always
  * The sampler `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG` name, read as the OpenTelemetry
  * SDK reads them: unset is `parentbased_always_on`; an unknown name, or a ratio that is not a
  * number from 0 to 1, is warned about and replaced by the default (the ratio by 1), never fatal.
+ * Where it differs: surrounding spaces are ignored, an unset or blank ratio is 1 without a warning,
+ * and a ratio longer than 32 characters is refused.
  */
 export function samplerFromEnv(env: NodeJS.ProcessEnv, logger: Logger): Sampler {
   const name = env.OTEL_TRACES_SAMPLER?.trim() || 'parentbased_always_on';

@@ -31,7 +31,11 @@ export interface LifelineOptions extends LifelinePartsOptions {
    * counted on the `lifeline.export.dropped` counter.
    */
   exportBuffer?: Pick<RetryOptions, 'maxSpans' | 'maxBytes'>;
-  /** Span processors to use instead of the batched `traceExporter`; lifeline's own run first. */
+  /**
+   * Span processors to use instead of the batched `traceExporter`; lifeline's own run first. With
+   * `evidence` on they are wrapped in an `EvidenceSpanProcessor`: a span of a trace kept as
+   * evidence reaches their `onEnd` as a copy flagged sampled, not as the SDK's span object.
+   */
   spanProcessors?: SpanProcessor[];
   /**
    * The sampler; default the one `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` name

@@ -259,6 +259,14 @@ describe('Redactor: linear, bounded, once', () => {
     }
   });
 
+  it('attributes that are names or addresses by convention are not scanned, but still cut at the cap', () => {
+    expect(redactor.attribute('server.address', 'password=hunter2')).toBeUndefined(); // a host name field, not text
+    const forwarded = `${'1.2.3.4, '.repeat(3_000)}5.6.7.8`; // a client chooses its X-Forwarded-For
+    const cut = redactor.attribute('client.address', forwarded) as string;
+    expect(cut.length).toBeLessThan(16_384 + 40);
+    expect(cut).toMatch(/…\[truncated from \d+ chars\]$/);
+  });
+
   it('refuses a cap that is not a length', () => {
     expect(() => new Redactor({ maxValueLength: 0 })).toThrow(/maxValueLength/);
     expect(() => new Redactor({ maxValueLength: Number.NaN })).toThrow(/maxValueLength/);

@@ -1,6 +1,13 @@
 import { context, SpanStatusCode, TraceFlags, trace, type Tracer } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { ParentBasedSampler, RandomIdGenerator, TraceIdRatioBasedSampler, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import {
+  AlwaysOnSampler,
+  ParentBasedSampler,
+  RandomIdGenerator,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+  type ReadableSpan,
+} from '@opentelemetry/sdk-trace';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   DeadlineSpanProcessor,
@@ -91,6 +98,64 @@ describe('head sampling keeps the evidence (EvidenceSampler + EvidenceSpanProces
     expect(exportedOf(traceId).map((s) => s.name)).toEqual(['s3', 's4', 's5', 's6', 's7', 's8', 's9', 's10', 'root']);
   });
 
+  it('what it holds is bounded in bytes too: a span past maxBufferedBytes pushes the oldest out', () => {
+    const held: string[] = [];
+    const local = new EvidenceSpanProcessor(
+      [
+        {
+          onStart: () => undefined,
+          onEnd: (span) => held.push(span.name),
+          forceFlush: () => Promise.resolve(),
+          shutdown: () => Promise.resolve(),
+        },
+      ],
+      { maxBufferedBytes: 4_096 },
+    );
+    const bigTracer = new TracerProvider({
+      sampler: new EvidenceSampler(new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(0) })),
+      spanProcessors: [local],
+    }).getTracer('test');
+    bigTracer.startActiveSpan('root', (root) => {
+      for (const name of ['big1', 'big2', 'big3']) bigTracer.startSpan(name, { attributes: { 'url.full': 'x'.repeat(1_500) } }).end();
+      root.setStatus({ code: SpanStatusCode.ERROR });
+      root.end();
+    });
+    // ~1.6 KB each by the estimate: two fit in 4 KiB, so big1 went when big3 came.
+    expect(held).toEqual(['big2', 'big3', 'root']);
+  });
+
+  it('a failing span of a sampled trace does not take the place of a dropped trace kept as evidence', () => {
+    const exported: string[] = [];
+    const processor = new EvidenceSpanProcessor(
+      [
+        {
+          onStart: () => undefined,
+          onEnd: (span) => exported.push(span.name),
+          forceFlush: () => Promise.resolve(),
+          shutdown: () => Promise.resolve(),
+        },
+      ],
+      { maxEvidenceTraces: 1 },
+    );
+    const dropping = new TracerProvider({
+      sampler: new EvidenceSampler(new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(0) })),
+      spanProcessors: [processor],
+    }).getTracer('test');
+    const sampling = new TracerProvider({ sampler: new EvidenceSampler(new AlwaysOnSampler()), spanProcessors: [processor] }).getTracer(
+      'test',
+    );
+    dropping.startActiveSpan('dropped root', (root) => {
+      const failed = dropping.startSpan('failed call');
+      failed.setStatus({ code: SpanStatusCode.ERROR });
+      failed.end(); // the dropped trace is evidence now (the only one remembered)
+      const other = sampling.startSpan('sampled failure');
+      other.setStatus({ code: SpanStatusCode.ERROR });
+      other.end(); // sampled: exported as it is, remembering nothing
+      root.end(); // still evidence: exported
+    });
+    expect(exported).toEqual(['failed call', 'sampled failure', 'dropped root']);
+  });
+
   it('a call its deadline ended is exported with its trace, although the sampler dropped the trace', async () => {
     let traceId = '';
     const error = await tracer.startActiveSpan('handler', async (root) => {
@@ -125,7 +190,9 @@ describe('head sampling keeps the evidence (EvidenceSampler + EvidenceSpanProces
       }) ?? Promise.resolve(),
     );
     const traceId = tick?.spanContext.traceId ?? '';
-    await new Promise((resolve) => setTimeout(resolve, 50)); // the GET is on the wire
+    // The GET is on the wire once its span is tracked in flight.
+    while (!inFlight.spansOf(tick?.spanContext.traceId ?? '').some((s) => s.span.name === 'GET'))
+      await new Promise((resolve) => setImmediate(resolve));
     expect(tickFlags).toBe(TraceFlags.NONE); // the sampler dropped the tick's trace
     health.check();
     health.check();
