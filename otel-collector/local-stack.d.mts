@@ -5,6 +5,8 @@ export interface LocalStack {
   otlpHttpEndpoint: string;
   otlpGrpcEndpoint: string;
   queryUrl: string;
+  /** The collector's Prometheus endpoint: lifeline's metrics and the spanmetrics connector's. */
+  prometheusUrl: string;
   /** Where the real Jaeger UI is served, when `uiAssets` gave one (else the query URL has a placeholder page). */
   uiUrl: string | undefined;
   /** Kills the collector at once (SIGKILL), as a crash would; Jaeger keeps running. */

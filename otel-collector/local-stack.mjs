@@ -23,7 +23,7 @@ export function jaegerBinary() {
 /**
  * Starts the stack. Ports default to the standard ones (OTLP 4317/4318, query 16686); tests pass
  * a `base` to move every port (base+0 OTLP gRPC, +1 OTLP HTTP, +2 query HTTP, +3 query gRPC,
- * +4 Jaeger's own OTLP gRPC). `uiAssets` (default: env JAEGER_UI_ASSETS_PATH) is a built jaeger-ui
+ * +4 Jaeger's own OTLP gRPC, +5 the collector's Prometheus endpoint). `uiAssets` (default: env JAEGER_UI_ASSETS_PATH) is a built jaeger-ui
  * folder to serve at the query URL instead of the placeholder. Resolves once both are accepting;
  * `stop()` ends both.
  */
@@ -35,8 +35,8 @@ export async function startLocalStack({
 } = {}) {
   const ports =
     base === undefined
-      ? { grpc: 4317, http: 4318, query: 16686, queryGrpc: 16685, store: 24317 }
-      : { grpc: base, http: base + 1, query: base + 2, queryGrpc: base + 3, store: base + 4 };
+      ? { grpc: 4317, http: 4318, query: 16686, queryGrpc: 16685, store: 24317, prometheus: 8889 }
+      : { grpc: base, http: base + 1, query: base + 2, queryGrpc: base + 3, store: base + 4, prometheus: base + 5 };
   const ui = uiAssets === undefined ? undefined : resolvePath(uiAssets);
   if (ui !== undefined && !existsSync(`${ui}/index.html`))
     throw new Error(
@@ -49,6 +49,8 @@ export async function startLocalStack({
     COLLECTOR_OTLP_GRPC_ENDPOINT: `${collectorHost}:${ports.grpc}`,
     COLLECTOR_OTLP_HTTP_ENDPOINT: `${collectorHost}:${ports.http}`,
     COLLECTOR_BATCH_TIMEOUT: '200ms',
+    COLLECTOR_PROMETHEUS_ENDPOINT: `127.0.0.1:${ports.prometheus}`,
+    COLLECTOR_SPANMETRICS_FLUSH: '1s',
     JAEGER_QUERY_HTTP_ENDPOINT: `127.0.0.1:${ports.query}`,
     JAEGER_QUERY_GRPC_ENDPOINT: `127.0.0.1:${ports.queryGrpc}`,
     JAEGER_OTLP_GRPC_ENDPOINT: `127.0.0.1:${ports.store}`,
@@ -87,6 +89,8 @@ export async function startLocalStack({
     otlpHttpEndpoint: `http://${collectorHost}:${ports.http}`,
     otlpGrpcEndpoint: `http://${collectorHost}:${ports.grpc}`,
     queryUrl: `http://127.0.0.1:${ports.query}`,
+    /** The collector's Prometheus endpoint: lifeline's metrics and the spanmetrics connector's. */
+    prometheusUrl: `http://127.0.0.1:${ports.prometheus}/metrics`,
     /** Where the real Jaeger UI is served, when `uiAssets` gave one (else the query URL has a placeholder page). */
     uiUrl: ui === undefined ? undefined : `http://127.0.0.1:${ports.query}`,
     /** Kills the collector at once (SIGKILL), as a crash would; Jaeger keeps running. */

@@ -69,6 +69,13 @@ export {
   type InstalledDeadlineDispatcher,
 } from './undici/index.js';
 export type { Logger } from './log/index.js';
+export {
+  DeadlineMetricsSpanProcessor,
+  installHealthMetrics,
+  type DeadlineMetricsOptions,
+  type HealthMetricsOptions,
+  type InstalledHealthMetrics,
+} from './metrics/index.js';
 // The telemetry vocabulary: the names of lifeline's spans, events and attributes, to search by.
 export {
   SCOPE_NAME,
@@ -96,6 +103,16 @@ export {
   ATTR_EVENT_LOOP_NATIVE,
   ATTR_EVENT_LOOP_WAIT,
   ATTR_EVENT_LOOP_BLOCKED_IN,
+  METRIC_HEALTH_STATUS,
+  METRIC_HEALTH_TICK_LAG,
+  METRIC_HEALTH_VERDICTS,
+  METRIC_HEALTH_COMPONENTS,
+  ATTR_HEALTH_STATE,
+  METRIC_DEADLINE_EXCEEDED,
+  METRIC_DEADLINE_MISSING,
+  METRIC_EVENT_LOOP_DELAY_P99,
+  METRIC_EVENT_LOOP_DELAY_MAX,
+  OTHER_ADDRESSES,
 } from './semconv/index.js';
 
 /**

@@ -10,7 +10,7 @@ import {
 import { invalidOption, LifelineError, MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
 import { defaultLogger, logSwallowed, type Logger } from '../log/index.js';
 import { SCOPE_NAME } from '../semconv/index.js';
-import { ComponentHandle } from './component.js';
+import { ComponentHandle, type ComponentReport } from './component.js';
 import type { ComponentProbe } from './tick.js';
 
 /** Options of a {@link Health} catalog. */
@@ -233,6 +233,14 @@ export class Health {
         logSwallowed(this.#logger ?? defaultLogger(), 'a verdict listener', error);
       }
     }
+  }
+
+  /** @internal Every registered component for health metrics, in registration order. */
+  report(): ComponentReport[] {
+    const now = Date.now();
+    const result: ComponentReport[] = [];
+    for (const component of this.#components.values()) result.push(component.report(now));
+    return result;
   }
 
   /** Runs one ping round now: what the timer does every `interval`. */

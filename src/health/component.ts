@@ -10,6 +10,17 @@ interface BufferedTick {
   readonly deadlineMonotonic: number;
 }
 
+/** @internal One component as health metrics report it. */
+export interface ComponentReport {
+  readonly name: string;
+  readonly probe: ComponentProbe;
+  readonly healthy: boolean;
+  /** How long its oldest tick has waited to be taken (ms; 0 when none waits): how far behind it is. */
+  readonly lagMs: number;
+  /** Times it turned unhealthy since it was registered. */
+  readonly verdicts: number;
+}
+
 /** @internal What a handle needs from its catalog. */
 export interface ComponentInit {
   name: string;
@@ -40,6 +51,7 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
   /** Pending `next()` calls, oldest first; each gets a tick of its own (an aborted one leaves). */
   readonly #waiters = new Set<(tick: Tick | undefined) => void>();
   #healthy = false;
+  #verdicts = 0;
   #seq = 0;
   #current: Tick | undefined;
   #closed = false;
@@ -68,6 +80,18 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
     };
   }
 
+  /** @internal The component for health metrics, at `now` (epoch ms). */
+  report(now: number): ComponentReport {
+    const oldest = this.#buffer[0];
+    return {
+      name: this.name,
+      probe: this.probe,
+      healthy: this.#healthy,
+      lagMs: oldest === undefined ? 0 : Math.max(0, now - oldest.issuedAt),
+      verdicts: this.#verdicts,
+    };
+  }
+
   /** @internal The verdict of the last ping round. */
   get healthy(): boolean {
     return this.#healthy;
@@ -91,6 +115,7 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
       }
     } else {
       this.#healthy = false;
+      if (before) this.#verdicts++;
     }
     return before !== this.#healthy;
   }

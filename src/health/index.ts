@@ -9,5 +9,5 @@ export {
   type ProbeKind,
   type RegisterOptions,
 } from './catalog.js';
-export { ComponentHandle } from './component.js';
+export { ComponentHandle, type ComponentReport } from './component.js';
 export { Tick, type ComponentProbe } from './tick.js';

@@ -16,6 +16,12 @@ import { startWatchdog, type Watchdog, type WatchdogOptions } from '../watchdog/
 import { defaultLogger, logSwallowed } from '../log/index.js';
 import { recordDeadline } from '../processors/index.js';
 import {
+  DeadlineMetricsSpanProcessor,
+  installHealthMetrics,
+  type HealthMetricsOptions,
+  type InstalledHealthMetrics,
+} from '../metrics/index.js';
+import {
   LifelineError,
   DeadlinePropagator,
   DeadlineSpanProcessor,
@@ -73,6 +79,13 @@ export interface LifelinePartsOptions {
   handleSigterm?: boolean;
   /** The most a SIGTERM flush or shutdown may take before the process exits anyway. Default 5 000 ms. */
   shutdownTimeoutMs?: number;
+  /**
+   * Health as OpenTelemetry metrics: per-component status, tick lag and verdicts, components by
+   * state, event-loop delay (`installHealthMetrics`), and deadline-exceeded and deadline-missing
+   * counts (`DeadlineMetricsSpanProcessor`, among `spanProcessors`), through the global meter
+   * provider. Default: on when `OTEL_METRICS_EXPORTER` names an exporter (not `none`).
+   */
+  metrics?: boolean | HealthMetricsOptions;
   /**
    * The event-loop watchdog thread ({@link otel-lifeline#startWatchdog}), or `false` for none. Default on, with
    * `thresholdMs` the catalog's interval, at most 5 000 ms; its spans use the `OTEL_*` exporters,
@@ -174,9 +187,17 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
   };
   let probePort: number | undefined;
   let started = false;
+  const metricsOptions = metricsFrom(options.metrics);
 
   return {
-    spanProcessors: [inFlight, new DeadlineSpanProcessor(), new RedactionSpanProcessor(redact)],
+    spanProcessors: [
+      inFlight,
+      new DeadlineSpanProcessor(),
+      new RedactionSpanProcessor(redact),
+      ...(metricsOptions === undefined
+        ? []
+        : [new DeadlineMetricsSpanProcessor({ ...(metricsOptions.meterProvider ? { meterProvider: metricsOptions.meterProvider } : {}) })]),
+    ],
     idGenerator: ids,
     propagator: new CompositePropagator({
       propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator(), new DeadlinePropagator(options.propagation)],
@@ -209,6 +230,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       let httpDeadlines: InstalledHttpDeadlines | undefined;
       let probe: ProbeServer | undefined;
       let watchdog: Watchdog | undefined;
+      let healthMetrics: InstalledHealthMetrics | undefined;
       syncBuiltinViews();
       // Whose inbound deadlines are obeyed is judged by the caller's address, recorded per request.
       const inboundTrust = installInboundTrust();
@@ -254,7 +276,10 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         probe = options.probe === false ? undefined : await probeServer(options.probe ?? {}, serve, options.logger);
         probePort = probe?.port;
         health.useDiagnostics(diagnostics);
+        // After the SDK started: the meter is taken from the global provider it registered.
+        if (metricsOptions !== undefined) healthMetrics = installHealthMetrics(health, metricsOptions);
       } catch (err) {
+        healthMetrics?.uninstall();
         await probe?.close();
         await watchdog?.close();
         diagnostics.close();
@@ -280,6 +305,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
             try {
               await stopSdk?.();
             } finally {
+              healthMetrics?.uninstall();
               servers.uninstall();
               inboundTrust.uninstall();
               dispatcher?.uninstall();
@@ -424,6 +450,16 @@ function withSelfCheckFailed(snapshot: DiagnosticSnapshot): DiagnosticSnapshot {
 /** Whether a lifeline is started in this process. */
 export function lifelineRunning(): boolean {
   return running;
+}
+
+/** The health metrics' options, or `undefined` for none (by default none unless `OTEL_METRICS_EXPORTER` names an exporter). */
+function metricsFrom(option: LifelinePartsOptions['metrics']): HealthMetricsOptions | undefined {
+  if (option === false) return undefined;
+  if (option === undefined) {
+    const exporters = process.env.OTEL_METRICS_EXPORTER?.trim();
+    return exporters === undefined || exporters === '' || exporters === 'none' ? undefined : {};
+  }
+  return option === true ? {} : option;
 }
 
 /** Waits for `work`, but never longer than `ms`; failures are swallowed (shutdown must go on). */

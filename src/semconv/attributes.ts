@@ -37,3 +37,20 @@ export const ATTR_EVENT_LOOP_NATIVE = 'lifeline.event_loop.native';
 export const ATTR_EVENT_LOOP_WAIT = 'lifeline.event_loop.wait';
 /** On the verdict recorded after a block: where the loop was blocked (`crunchReport (app.js:8)`). */
 export const ATTR_EVENT_LOOP_BLOCKED_IN = 'lifeline.event_loop.blocked_in';
+
+/**
+ * Metric names (OpenTelemetry metrics API, meter `lifeline`). Per-component series carry
+ * `lifeline.health.component` and `lifeline.health.probe`; see the README's "Health as metrics".
+ */
+export const METRIC_HEALTH_STATUS = 'lifeline.health.status';
+export const METRIC_HEALTH_TICK_LAG = 'lifeline.health.tick.lag';
+export const METRIC_HEALTH_VERDICTS = 'lifeline.health.verdicts';
+export const METRIC_HEALTH_COMPONENTS = 'lifeline.health.components';
+/** `healthy` or `unhealthy`, on {@link METRIC_HEALTH_COMPONENTS}. */
+export const ATTR_HEALTH_STATE = 'lifeline.health.state';
+export const METRIC_DEADLINE_EXCEEDED = 'lifeline.deadline.exceeded';
+export const METRIC_DEADLINE_MISSING = 'lifeline.deadline.missing';
+export const METRIC_EVENT_LOOP_DELAY_P99 = 'lifeline.event_loop.delay.p99';
+export const METRIC_EVENT_LOOP_DELAY_MAX = 'lifeline.event_loop.delay.max';
+/** `server.address` of a deadline metric once the distinct addresses reached their cap. */
+export const OTHER_ADDRESSES = '_OTHER';

@@ -191,6 +191,29 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
     expect(routine.length).toBeLessThan(20);
   });
 
+  it("health as metrics: lifeline's own and the spanmetrics connector's, read from the collector's Prometheus endpoint", async () => {
+    await example('examples/stuck-dependency/server.mjs', 'e2e-metrics', {
+      LIFELINE_HEALTH_INTERVAL_MS: '500',
+      OTEL_METRICS_EXPORTER: 'otlp',
+      OTEL_METRIC_EXPORT_INTERVAL: '500',
+    });
+    const scrape = async (): Promise<string> => (await fetch(stack.prometheusUrl)).text();
+    const line = (text: string, pattern: RegExp): string | undefined =>
+      text.split('\n').find((l) => l.includes('job="e2e-metrics"') && pattern.test(l));
+    const text = await eventually(
+      scrape,
+      (t) =>
+        line(t, /^lifeline_health_status\w*\{[^}]*lifeline_health_component="indexer"[^}]*\} 0$/) !== undefined &&
+        line(t, /^lifeline_deadline_exceeded\w*\{[^}]*server_address="127\.0\.0\.1"[^}]*\} [1-9]/) !== undefined &&
+        line(t, /^traces_span_metrics_calls\w*\{[^}]*span_name="tick poller"/) !== undefined,
+    );
+    // The stuck component is unhealthy and turned so once; the tick lag of the stuck one grows.
+    expect(line(text, /^lifeline_health_verdicts\w*\{[^}]*lifeline_health_component="indexer"[^}]*\} 1$/)).toBeDefined();
+    expect(line(text, /^lifeline_health_tick_lag\w*\{[^}]*lifeline_health_component="indexer"/)).toBeDefined();
+    expect(line(text, /^lifeline_health_components\w*\{[^}]*lifeline_health_state="unhealthy"/)).toBeDefined();
+    expect(line(text, /^lifeline_event_loop_delay_p99\w*\{/)).toBeDefined();
+  });
+
   it('deadline across two services: the callee records source inbound', async () => {
     const b = await startService(
       'test/fixtures/relay-service.mjs',

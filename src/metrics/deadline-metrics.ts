@@ -1,0 +1,104 @@
+import { metrics, SpanKind, type Context, type Counter, type MeterProvider } from '@opentelemetry/api';
+// Types only: the core entry depends on the API at run time, never on the SDK.
+import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
+import type { DeadlineSource } from '../deadline/index.js';
+import { numberOption } from '../errors/index.js';
+import {
+  ATTR_DEADLINE_EXCEEDED,
+  ATTR_DEADLINE_MISSING,
+  ATTR_DEADLINE_SOURCE,
+  METRIC_DEADLINE_EXCEEDED,
+  METRIC_DEADLINE_MISSING,
+  OTHER_ADDRESSES,
+  SCOPE_NAME,
+} from '../semconv/index.js';
+
+/** Options of {@link DeadlineMetricsSpanProcessor}. */
+export interface DeadlineMetricsOptions {
+  /** Where the counters are made; default the global meter provider, looked up again when it changes. */
+  meterProvider?: MeterProvider;
+  /** Distinct `server.address` values counted apart; later ones are counted as `_OTHER`. Default 100. */
+  maxServerAddresses?: number;
+}
+
+/**
+ * Counts, from the spans lifeline's `DeadlineSpanProcessor` marks, the calls a deadline ended
+ * (`lifeline.deadline.exceeded`, by `server.address` and `lifeline.deadline.source`; ticks and
+ * servers too, without an address) and the client calls nothing bounded (`lifeline.deadline.missing`,
+ * by `server.address`). It counts every recorded span, sampled or not: under head sampling the
+ * counts stay whole, where metrics derived from exported spans would see 1 %.
+ * @example `spanProcessors: [new DeadlineSpanProcessor(), new DeadlineMetricsSpanProcessor(), …]`
+ */
+export class DeadlineMetricsSpanProcessor implements SpanProcessor {
+  readonly #given: MeterProvider | undefined;
+  readonly #maxAddresses: number;
+  readonly #addresses = new Set<string>();
+  #provider: MeterProvider | undefined;
+  #exceeded: Counter | undefined;
+  #missing: Counter | undefined;
+
+  constructor(options: DeadlineMetricsOptions = {}) {
+    const { maxServerAddresses = 100 } = options;
+    numberOption('maxServerAddresses', maxServerAddresses, { min: 0, max: 100_000, integer: true });
+    this.#given = options.meterProvider;
+    this.#maxAddresses = maxServerAddresses;
+  }
+
+  onStart(_span: Span, _parentContext: Context): void {
+    // Counted once the span ends: only then is it known to have run out of time.
+  }
+
+  onEnd(span: ReadableSpan): void {
+    const attributes = span.attributes;
+    if (attributes[ATTR_DEADLINE_EXCEEDED] === true) {
+      this.#counters().exceeded.add(1, {
+        ...this.#address(attributes['server.address'] ?? attributes['net.peer.name']),
+        [ATTR_DEADLINE_SOURCE]: sourceOf(attributes[ATTR_DEADLINE_SOURCE]),
+      });
+    } else if (span.kind === SpanKind.CLIENT && attributes[ATTR_DEADLINE_MISSING] === true) {
+      this.#counters().missing.add(1, this.#address(attributes['server.address'] ?? attributes['net.peer.name']));
+    }
+  }
+
+  forceFlush(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  shutdown(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  /** The counters of the current meter provider: the global one may be set after this processor is made. */
+  #counters(): { exceeded: Counter; missing: Counter } {
+    const provider = this.#given ?? metrics.getMeterProvider();
+    if (provider !== this.#provider || this.#exceeded === undefined || this.#missing === undefined) {
+      const meter = provider.getMeter(SCOPE_NAME);
+      this.#provider = provider;
+      this.#exceeded = meter.createCounter(METRIC_DEADLINE_EXCEEDED, {
+        unit: '{call}',
+        description: 'Calls, ticks and requests a deadline ended',
+      });
+      this.#missing = meter.createCounter(METRIC_DEADLINE_MISSING, {
+        unit: '{call}',
+        description: 'Client calls made with no deadline at all',
+      });
+    }
+    return { exceeded: this.#exceeded, missing: this.#missing };
+  }
+
+  /** `server.address`, bounded in distinct values; none for a span without one. */
+  #address(value: unknown): { 'server.address'?: string } {
+    if (typeof value !== 'string') return {};
+    if (this.#addresses.has(value)) return { 'server.address': value };
+    if (this.#addresses.size >= this.#maxAddresses) return { 'server.address': OTHER_ADDRESSES };
+    this.#addresses.add(value);
+    return { 'server.address': value };
+  }
+}
+
+/** One of lifeline's few deadline sources; anything else (set by hand) as `unknown`, keeping the series bounded. */
+function sourceOf(value: unknown): string {
+  return typeof value === 'string' && Object.hasOwn(SOURCES, value) ? value : 'unknown';
+}
+// A record, so the compiler checks it names every DeadlineSource and nothing else.
+const SOURCES: Readonly<Record<DeadlineSource, true>> = { tick: true, inbound: true, scope: true, policy: true, headers: true };

@@ -1,0 +1,2 @@
+export { DeadlineMetricsSpanProcessor, type DeadlineMetricsOptions } from './deadline-metrics.js';
+export { installHealthMetrics, type HealthMetricsOptions, type InstalledHealthMetrics } from './health-metrics.js';
