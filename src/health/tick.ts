@@ -53,11 +53,11 @@ export class Tick {
     this.issuedAt = init.issuedAt;
     this.deadline = init.deadline;
     this.#scope = new DeadlineScope(init.deadline, 'tick', init.deadlineMonotonic);
-    const now = Date.now();
+    // No startTime of our own: the SDK's clock, which its children use too (a Date.now() start put
+    // the tick up to a millisecond after its first child, and Jaeger flagged clock skew).
     this.#span = init.tracer.startSpan(`tick ${init.component}`, {
       kind: SpanKind.INTERNAL,
       root: true,
-      startTime: now,
       attributes: {
         [ATTR_HEALTH_COMPONENT]: init.component,
         [ATTR_HEALTH_PROBE]: init.probe,
