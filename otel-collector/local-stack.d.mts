@@ -23,3 +23,39 @@ export interface LocalStack {
  * binary's placeholder page.
  */
 export function startLocalStack(options?: { base?: number; log?: boolean; collectorHost?: string; uiAssets?: string }): Promise<LocalStack>;
+
+/** Builds lifeline's agent/gateway collector if needed and returns the binary's path. */
+export function collectorBinary(): string;
+
+/** One process of the collector tier. */
+export interface TierProcess {
+  readonly name: string;
+  readonly child: import('node:child_process').ChildProcess;
+  /** Kills it at once (SIGKILL), as a crash would. */
+  kill(): Promise<void>;
+  /** Starts it again (after a kill), resolving once it listens. */
+  start(): Promise<void>;
+}
+
+export interface CollectorTier {
+  /** Where services send OTLP/HTTP: the agent. */
+  otlpHttpEndpoint: string;
+  queryUrl: string;
+  jaeger: TierProcess;
+  gateways: TierProcess[];
+  agent: TierProcess;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the agent → two gateways (tail sampling) → Jaeger on Badger tier on loopback, ports from
+ * `base` (+0 to +6).
+ */
+export function startCollectorTier(options: {
+  base: number;
+  badgerDir: string;
+  decisionWait?: string;
+  routinePercent?: number;
+  agentQueueSize?: number;
+  log?: boolean;
+}): Promise<CollectorTier>;

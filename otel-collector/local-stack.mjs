@@ -107,6 +107,106 @@ export async function startLocalStack({
   };
 }
 
+/** Builds lifeline's agent/gateway collector if needed (build-collector.sh) and returns the binary's path. */
+export function collectorBinary() {
+  return execFileSync('bash', [`${HERE}build-collector.sh`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
+    .trim()
+    .split('\n')
+    .pop();
+}
+
+/**
+ * Starts the collector tier on loopback: an agent (agent.yaml) routing by trace ID to two
+ * gateways (gateway.yaml, tail sampling), in front of Jaeger on Badger (jaeger-badger.yaml, in
+ * `badgerDir`). Ports from `base`: +0 agent OTLP gRPC, +1 agent OTLP HTTP, +2 and +3 the gateways,
+ * +4 Jaeger's OTLP gRPC, +5 query HTTP, +6 query gRPC. Each process can be killed and started again.
+ */
+export async function startCollectorTier({
+  base,
+  badgerDir,
+  decisionWait = '10s',
+  routinePercent = 1,
+  agentQueueSize = 1000,
+  log = false,
+}) {
+  const [jaegerBin, collectorBin] = [jaegerBinary(), collectorBinary()];
+  const ports = {
+    agentGrpc: base,
+    agentHttp: base + 1,
+    gateways: [base + 2, base + 3],
+    store: base + 4,
+    query: base + 5,
+    queryGrpc: base + 6,
+  };
+  const env = {
+    ...process.env,
+    JAEGER_BADGER_DIR: badgerDir,
+    JAEGER_OTLP_GRPC_ENDPOINT: `127.0.0.1:${ports.store}`,
+    JAEGER_QUERY_HTTP_ENDPOINT: `127.0.0.1:${ports.query}`,
+    JAEGER_QUERY_GRPC_ENDPOINT: `127.0.0.1:${ports.queryGrpc}`,
+    JAEGER_UI_ASSETS_PATH: '',
+    TAIL_DECISION_WAIT: decisionWait,
+    ROUTINE_PERCENT: String(routinePercent),
+    AGENT_OTLP_GRPC_ENDPOINT: `127.0.0.1:${ports.agentGrpc}`,
+    AGENT_OTLP_HTTP_ENDPOINT: `127.0.0.1:${ports.agentHttp}`,
+    AGENT_QUEUE_SIZE: String(agentQueueSize),
+    AGENT_BATCH_TIMEOUT: '200ms',
+    GATEWAYS: `[${ports.gateways.map((port) => `127.0.0.1:${port}`).join(', ')}]`,
+  };
+  const stdio = ['ignore', log ? 'inherit' : 'ignore', log ? 'inherit' : 'pipe'];
+  const processes = [];
+  /** A process of the tier: started at once, and again after a kill. */
+  const managed = async (name, binary, config, port, extraEnv = {}) => {
+    const entry = { name, child: undefined };
+    entry.start = async () => {
+      entry.child = spawn(binary, ['--config', `${HERE}${config}`], { env: { ...env, ...extraEnv }, stdio });
+      await waitForPort(port, entry.child, name);
+    };
+    entry.kill = () =>
+      new Promise((resolve) => {
+        const child = entry.child;
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once('exit', resolve);
+        child.kill('SIGKILL');
+      });
+    processes.push(entry);
+    await entry.start();
+    return entry;
+  };
+  const stop = () =>
+    Promise.all(
+      processes.map(
+        ({ child }) =>
+          new Promise((resolve) => {
+            if (child === undefined || child.exitCode !== null || child.signalCode !== null) return resolve();
+            child.once('exit', resolve);
+            child.kill('SIGTERM');
+            setTimeout(() => child.kill('SIGKILL'), 5_000).unref();
+          }),
+      ),
+    );
+  try {
+    const jaeger = await managed('jaeger', jaegerBin, 'jaeger-badger.yaml', ports.query);
+    const gateways = [];
+    for (const [i, port] of ports.gateways.entries())
+      gateways.push(
+        await managed(`gateway ${i + 1}`, collectorBin, 'gateway.yaml', port, { GATEWAY_OTLP_GRPC_ENDPOINT: `127.0.0.1:${port}` }),
+      );
+    const agent = await managed('agent', collectorBin, 'agent.yaml', ports.agentHttp);
+    return {
+      otlpHttpEndpoint: `http://127.0.0.1:${ports.agentHttp}`,
+      queryUrl: `http://127.0.0.1:${ports.query}`,
+      jaeger,
+      gateways,
+      agent,
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
 async function waitForPort(port, child, name, timeoutMs = 60_000, host = '127.0.0.1') {
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (chunk) => {
