@@ -18,6 +18,7 @@ const BENCHES = [
   'probe-servers',
   'service',
   'sampling',
+  'collector-tier',
   'probe-flood',
   'debug-diagnostics',
   'watchdog',
