@@ -7,6 +7,7 @@ import {
   TraceIdRatioBasedSampler,
   TracerProvider,
   type ReadableSpan,
+  type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -19,16 +20,20 @@ import {
   type InstalledDeadlineDispatcher,
 } from '../../src/index.js';
 import { SnapshotIdGenerator } from '../../src/diagnostics/index.js';
-import { EvidenceSampler, EvidenceSpanProcessor } from '../../src/sampling/index.js';
+import { EvidenceSampler, EvidenceSpanProcessor, type EvidenceSpanProcessorOptions } from '../../src/sampling/index.js';
 import { instrumentedUndici } from '../support/instrumented.js';
 import { neverAnswers, serve, type TestServer } from '../support/servers.js';
 
 // OTEL_TRACES_SAMPLER=parentbased_traceidratio at 0: the sampler drops every routine trace, so
 // whatever is exported was kept as evidence.
+/** The sampler at 0 %, wrapped: every trace dropped, every span recorded. */
+function droppingAll(): EvidenceSampler {
+  return new EvidenceSampler(new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(0) }));
+}
 const inFlight = new InFlightSpanProcessor();
 const ids = new SnapshotIdGenerator(new RandomIdGenerator());
 const tracing = instrumentedUndici([inFlight, new DeadlineSpanProcessor()], {}, ids, {
-  sampler: new EvidenceSampler(new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(0) })),
+  sampler: droppingAll(),
   wrapExport: (exporting) => new EvidenceSpanProcessor(exporting, { maxBufferedSpans: 8 }),
 });
 const { exporter, provider } = tracing;
@@ -68,6 +73,17 @@ function trace3(rootStatus: SpanStatusCode = SpanStatusCode.UNSET, names = ['a',
     return root.spanContext().traceId;
   });
 }
+/** An EvidenceSpanProcessor whose wrapped processor notes the names of the spans it is given to export. */
+function recording(options: EvidenceSpanProcessorOptions): { names: string[]; processor: EvidenceSpanProcessor } {
+  const names: string[] = [];
+  const noted: SpanProcessor = {
+    onStart: () => undefined,
+    onEnd: (span) => names.push(span.name),
+    forceFlush: () => Promise.resolve(),
+    shutdown: () => Promise.resolve(),
+  };
+  return { names, processor: new EvidenceSpanProcessor([noted], options) };
+}
 const exportedOf = (traceId: string): ReadableSpan[] => exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
 
 describe('head sampling keeps the evidence (EvidenceSampler + EvidenceSpanProcessor)', () => {
@@ -99,22 +115,8 @@ describe('head sampling keeps the evidence (EvidenceSampler + EvidenceSpanProces
   });
 
   it('what it holds is bounded in bytes too: a span past maxBufferedBytes pushes the oldest out', () => {
-    const held: string[] = [];
-    const local = new EvidenceSpanProcessor(
-      [
-        {
-          onStart: () => undefined,
-          onEnd: (span) => held.push(span.name),
-          forceFlush: () => Promise.resolve(),
-          shutdown: () => Promise.resolve(),
-        },
-      ],
-      { maxBufferedBytes: 4_096 },
-    );
-    const bigTracer = new TracerProvider({
-      sampler: new EvidenceSampler(new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(0) })),
-      spanProcessors: [local],
-    }).getTracer('test');
+    const { names: held, processor } = recording({ maxBufferedBytes: 4_096 });
+    const bigTracer = new TracerProvider({ sampler: droppingAll(), spanProcessors: [processor] }).getTracer('test');
     bigTracer.startActiveSpan('root', (root) => {
       for (const name of ['big1', 'big2', 'big3']) bigTracer.startSpan(name, { attributes: { 'url.full': 'x'.repeat(1_500) } }).end();
       root.setStatus({ code: SpanStatusCode.ERROR });
@@ -125,22 +127,8 @@ describe('head sampling keeps the evidence (EvidenceSampler + EvidenceSpanProces
   });
 
   it('a failing span of a sampled trace does not take the place of a dropped trace kept as evidence', () => {
-    const exported: string[] = [];
-    const processor = new EvidenceSpanProcessor(
-      [
-        {
-          onStart: () => undefined,
-          onEnd: (span) => exported.push(span.name),
-          forceFlush: () => Promise.resolve(),
-          shutdown: () => Promise.resolve(),
-        },
-      ],
-      { maxEvidenceTraces: 1 },
-    );
-    const dropping = new TracerProvider({
-      sampler: new EvidenceSampler(new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(0) })),
-      spanProcessors: [processor],
-    }).getTracer('test');
+    const { names: exported, processor } = recording({ maxEvidenceTraces: 1 });
+    const dropping = new TracerProvider({ sampler: droppingAll(), spanProcessors: [processor] }).getTracer('test');
     const sampling = new TracerProvider({ sampler: new EvidenceSampler(new AlwaysOnSampler()), spanProcessors: [processor] }).getTracer(
       'test',
     );
