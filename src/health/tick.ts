@@ -118,6 +118,6 @@ export class Tick {
       this.#span.setAttribute(ATTR_DEADLINE_EXCEEDED, true);
       this.#span.setStatus({ code: SpanStatusCode.ERROR, message: 'deadline exceeded' });
     }
-    this.#span.end(Date.now());
+    this.#span.end(); // the SDK's clock, as its start and its children
   }
 }

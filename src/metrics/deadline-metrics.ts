@@ -7,6 +7,7 @@ import {
   ATTR_DEADLINE_EXCEEDED,
   ATTR_DEADLINE_MISSING,
   ATTR_DEADLINE_SOURCE,
+  ATTR_IN_FLIGHT,
   METRIC_DEADLINE_EXCEEDED,
   METRIC_DEADLINE_MISSING,
   OTHER_ADDRESSES,
@@ -17,7 +18,7 @@ import {
 export interface DeadlineMetricsOptions {
   /** Where the counters are made; default the global meter provider, looked up again when it changes. */
   meterProvider?: MeterProvider;
-  /** Distinct `server.address` values counted apart; later ones are counted as `_OTHER`. Default 100. */
+  /** Distinct `server.address` values counted apart, per counter; later ones are counted as `_OTHER`. Default 100. */
   maxServerAddresses?: number;
 }
 
@@ -32,7 +33,9 @@ export interface DeadlineMetricsOptions {
 export class DeadlineMetricsSpanProcessor implements SpanProcessor {
   readonly #given: MeterProvider | undefined;
   readonly #maxAddresses: number;
-  readonly #addresses = new Set<string>();
+  /** Addresses counted apart, per counter: a server span's comes from its caller's Host header. */
+  readonly #exceededAddresses = new Set<string>();
+  readonly #missingAddresses = new Set<string>();
   #provider: MeterProvider | undefined;
   #exceeded: Counter | undefined;
   #missing: Counter | undefined;
@@ -50,13 +53,16 @@ export class DeadlineMetricsSpanProcessor implements SpanProcessor {
 
   onEnd(span: ReadableSpan): void {
     const attributes = span.attributes;
+    // A verdict's snapshot of work in flight copies its attributes: the real span counts when it ends.
+    if (attributes[ATTR_IN_FLIGHT] !== undefined) return;
+    const address = attributes['server.address'] ?? attributes['net.peer.name'];
     if (attributes[ATTR_DEADLINE_EXCEEDED] === true) {
       this.#counters().exceeded.add(1, {
-        ...this.#address(attributes['server.address'] ?? attributes['net.peer.name']),
+        ...bounded(this.#exceededAddresses, this.#maxAddresses, address),
         [ATTR_DEADLINE_SOURCE]: sourceOf(attributes[ATTR_DEADLINE_SOURCE]),
       });
     } else if (span.kind === SpanKind.CLIENT && attributes[ATTR_DEADLINE_MISSING] === true) {
-      this.#counters().missing.add(1, this.#address(attributes['server.address'] ?? attributes['net.peer.name']));
+      this.#counters().missing.add(1, bounded(this.#missingAddresses, this.#maxAddresses, address));
     }
   }
 
@@ -85,15 +91,6 @@ export class DeadlineMetricsSpanProcessor implements SpanProcessor {
     }
     return { exceeded: this.#exceeded, missing: this.#missing };
   }
-
-  /** `server.address`, bounded in distinct values; none for a span without one. */
-  #address(value: unknown): { 'server.address'?: string } {
-    if (typeof value !== 'string') return {};
-    if (this.#addresses.has(value)) return { 'server.address': value };
-    if (this.#addresses.size >= this.#maxAddresses) return { 'server.address': OTHER_ADDRESSES };
-    this.#addresses.add(value);
-    return { 'server.address': value };
-  }
 }
 
 /** One of lifeline's few deadline sources; anything else (set by hand) as `unknown`, keeping the series bounded. */
@@ -102,3 +99,12 @@ function sourceOf(value: unknown): string {
 }
 // A record, so the compiler checks it names every DeadlineSource and nothing else.
 const SOURCES: Readonly<Record<DeadlineSource, true>> = { tick: true, inbound: true, scope: true, policy: true, headers: true };
+
+/** `server.address`, at most `max` distinct values in `seen` (then `_OTHER`); none for a span without one. */
+function bounded(seen: Set<string>, max: number, value: unknown): { 'server.address'?: string } {
+  if (typeof value !== 'string') return {};
+  if (seen.has(value)) return { 'server.address': value };
+  if (seen.size >= max) return { 'server.address': OTHER_ADDRESSES };
+  seen.add(value);
+  return { 'server.address': value };
+}

@@ -1,7 +1,7 @@
 import { metrics, type BatchObservableResult, type MeterProvider, type Observable } from '@opentelemetry/api';
 import { ProcessView } from '../diagnostics/index.js';
 import { numberOption } from '../errors/index.js';
-import type { Health } from '../health/index.js';
+import type { ComponentProbe, Health } from '../health/index.js';
 import {
   ATTR_HEALTH_COMPONENT,
   ATTR_HEALTH_PROBE,
@@ -14,6 +14,11 @@ import {
   METRIC_HEALTH_VERDICTS,
   SCOPE_NAME,
 } from '../semconv/index.js';
+
+// A record, so the compiler checks it names every probe a component can answer to.
+const PROBES: Readonly<Record<ComponentProbe, true>> = { liveness: true, readiness: true, startup: true };
+const COMPONENT_PROBES = Object.keys(PROBES);
+const STATES = ['healthy', 'unhealthy'];
 
 /** Options of {@link installHealthMetrics}. */
 export interface HealthMetricsOptions {
@@ -37,7 +42,8 @@ export interface InstalledHealthMetrics {
  * - `lifeline.health.status` (gauge, 1 healthy / 0 unhealthy), `lifeline.health.tick.lag` (gauge,
  *   s: how long the oldest tick waited to be taken) and `lifeline.health.verdicts` (counter: times
  *   the component turned unhealthy), per component (`lifeline.health.component`,
- *   `lifeline.health.probe`), for the first `maxComponents`;
+ *   `lifeline.health.probe`), for the first `maxComponents` (a component gone or past the cap keeps
+ *   its last value in the SDK's memory: count on `lifeline.health.components` for alerts on all);
  * - `lifeline.health.components` (gauge): components by probe and `lifeline.health.state`, all of them;
  * - `lifeline.event_loop.delay.p99` and `.max` (gauges, s) since the previous collection.
  * `startLifeline` and register mode install it; the SDK exports it when `OTEL_METRICS_EXPORTER` is set.
@@ -79,7 +85,9 @@ export function installHealthMetrics(health: Health, options: HealthMetricsOptio
   loop.start();
   const observables: Observable[] = [status, lag, verdicts, components, delayP99, delayMax];
   const observe = (result: BatchObservableResult): void => {
+    // Every probe and state, 0 included: the SDK repeats the last value of a series not observed again.
     const counts = new Map<string, number>();
+    for (const probe of COMPONENT_PROBES) for (const state of STATES) counts.set(`${probe}\n${state}`, 0);
     let reported = 0;
     for (const component of health.report()) {
       const state = component.healthy ? 'healthy' : 'unhealthy';

@@ -1,7 +1,7 @@
 import { context, type Attributes } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { MeterProvider, MetricReader, type DataPoint } from '@opentelemetry/sdk-metrics';
-import { ParentBasedSampler, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace';
+import { ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider } from '@opentelemetry/sdk-trace';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   DeadlineMetricsSpanProcessor,
@@ -64,13 +64,15 @@ describe('health as metrics (installHealthMetrics)', () => {
     health.check(); // `stuck` took nothing for three rounds: its buffer is full, it turned unhealthy
     drain();
 
+    // A millisecond on, so the tick `stuck` has not taken has measurably waited.
+    for (const start = Date.now(); Date.now() === start;) await new Promise((resolve) => setImmediate(resolve));
     const status = await points(reader, 'lifeline.health.status');
     expect(valueOf(status, { 'lifeline.health.component': 'busy', 'lifeline.health.probe': 'liveness' })).toBe(1);
     expect(valueOf(status, { 'lifeline.health.component': 'stuck' })).toBe(0);
     expect(valueOf(status, { 'lifeline.health.component': 'never-started', 'lifeline.health.probe': 'readiness' })).toBe(0);
     const lag = await points(reader, 'lifeline.health.tick.lag');
     expect(valueOf(lag, { 'lifeline.health.component': 'busy' })).toBe(0);
-    expect(valueOf(lag, { 'lifeline.health.component': 'stuck' })).toBeGreaterThanOrEqual(0);
+    expect(valueOf(lag, { 'lifeline.health.component': 'stuck' })).toBeGreaterThan(0); // its oldest tick has waited since a round ago
     const verdicts = await points(reader, 'lifeline.health.verdicts');
     expect(valueOf(verdicts, { 'lifeline.health.component': 'stuck' })).toBe(1);
     expect(valueOf(verdicts, { 'lifeline.health.component': 'busy' })).toBe(0);
@@ -79,6 +81,15 @@ describe('health as metrics (installHealthMetrics)', () => {
     expect(valueOf(components, { 'lifeline.health.probe': 'liveness', 'lifeline.health.state': 'unhealthy' })).toBe(1);
     expect(valueOf(components, { 'lifeline.health.probe': 'readiness', 'lifeline.health.state': 'unhealthy' })).toBe(1);
     expect(await points(reader, 'lifeline.event_loop.delay.p99')).toHaveLength(1);
+
+    // `stuck` recovers: no series stays at its old value.
+    while (stuck.take() !== undefined);
+    drain();
+    health.check();
+    expect(valueOf(await points(reader, 'lifeline.health.status'), { 'lifeline.health.component': 'stuck' })).toBe(1);
+    const after = await points(reader, 'lifeline.health.components');
+    expect(valueOf(after, { 'lifeline.health.probe': 'liveness', 'lifeline.health.state': 'unhealthy' })).toBe(0);
+    expect(valueOf(after, { 'lifeline.health.probe': 'liveness', 'lifeline.health.state': 'healthy' })).toBe(2);
 
     installed.uninstall();
     for (let i = 0; i < 3; i++) health.check(); // `busy` takes nothing now: unhealthy, but no longer reported
@@ -129,6 +140,18 @@ describe('deadline metrics (DeadlineMetricsSpanProcessor)', () => {
     installed.uninstall();
     await silent.close();
     await ok.close();
+  });
+
+  it("does not count a verdict's snapshot of work in flight: the real span counts when it ends", async () => {
+    const snapshotReader = new OnDemandReader();
+    const processor = new DeadlineMetricsSpanProcessor({ meterProvider: new MeterProvider({ readers: [snapshotReader] }) });
+    const tracer = new TracerProvider({ spanProcessors: [processor] }).getTracer('test');
+    tracer
+      .startSpan('GET (in flight, past deadline)', { attributes: { 'lifeline.in_flight': true, 'lifeline.deadline.exceeded': true } })
+      .end();
+    tracer.startSpan('GET', { attributes: { 'lifeline.deadline.exceeded': true, 'lifeline.deadline.source': 'tick' } }).end();
+    const counted = await points(snapshotReader, 'lifeline.deadline.exceeded');
+    expect(counted.map((p) => p.value)).toEqual([1]);
   });
 
   it('counts calls a deadline ended, by address and source, and calls nothing bounded, though no trace was sampled', async () => {
