@@ -124,7 +124,7 @@ export function collectorBinary() {
 export async function startCollectorTier({
   base,
   badgerDir,
-  decisionWait = '10s',
+  decisionWait = '40s',
   routinePercent = 1,
   agentQueueSize = 1000,
   log = false,
