@@ -1,4 +1,5 @@
 export {
+  answeredByLifeline,
   EventLoopBlockedError,
   isLoopback,
   startProbeServer,

@@ -3,12 +3,12 @@ import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { invalidOption, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import type { DiagnosticSnapshot, InFlightNode } from '../diagnostics/index.js';
-import type { HealthStatus, ProbeKind } from '../health/index.js';
+import { SELF_COMPONENT, type HealthStatus, type ProbeKind } from '../health/index.js';
 import { defaultLogger, logSwallowed, type Logger } from '../log/index.js';
 
 // Required, not imported: an ES import of node:http evaluates all its exports, which loads Node's
 // bundled undici and sets the process's global dispatcher. Importing lifeline must change no global.
-const { createServer } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
+const { createServer, get } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
 
 /** What a probe server reads: a {@link Health} catalog, or (in the watchdog thread) its published verdicts. */
 export interface HealthView {
@@ -496,6 +496,50 @@ function failureLog(logger: Logger, intervalMs: number): (probe: ProbeKind, unhe
     last.set(probe, { names, at: now });
     logger.info({ probe, unhealthy }, 'healthcheck failed');
   };
+}
+
+/**
+ * Whether the server holding `port` answers `/live` as a lifeline probe server does (its verdicts
+ * always name the catalog's own `healthcheck`). A second process of the same pod — a cluster
+ * worker, a forked helper, a script run with `kubectl exec` — finds the service's lifeline there:
+ * the kubelet's probes are answered, so it can run without a probe server of its own.
+ */
+export function answeredByLifeline(port: number, host: string = defaultHost(), timeoutMs = 1_000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = get(
+      { host: urlHost(host).replace(/^\[|\]$/g, ''), port, path: '/live', timeout: timeoutMs, headers: { host: 'localhost' } },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          text += chunk;
+          if (text.length > 16_384) req.destroy();
+        });
+        res.on('end', () => {
+          resolve(isProbeBody(text));
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => {
+      resolve(false);
+    });
+  });
+}
+
+function isProbeBody(text: string): boolean {
+  try {
+    const body = JSON.parse(text) as { status?: unknown; healthy?: unknown; unhealthy?: unknown };
+    const { healthy, unhealthy } = body;
+    return (
+      (body.status === 'pass' || body.status === 'fail') &&
+      Array.isArray(healthy) &&
+      Array.isArray(unhealthy) &&
+      (healthy.includes(SELF_COMPONENT) || unhealthy.includes(SELF_COMPONENT))
+    );
+  } catch {
+    return false;
+  }
 }
 
 function defaultHost(): string {

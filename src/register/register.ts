@@ -83,7 +83,8 @@ async function start(): Promise<void> {
 /**
  * A port nobody chose may be taken by a sibling process — a test runner's workers, a second script
  * of the same image — so by default lifeline warns and runs without a probe server. In Kubernetes,
- * outside a test runner, it fails instead: a liveness probe answered by another process would lie.
+ * outside a test runner, it fails instead: a liveness probe answered by another process would lie
+ * (unless that process is lifeline's: a cluster's primary, the service beside a `kubectl exec`).
  */
 function whenPortBusy(chosen: number | undefined): 'warn' | 'fail' {
   if (chosen !== undefined) return 'fail';

@@ -9,6 +9,7 @@ import { MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
 import { closeServersGracefully, policyDeadlineOf, trackHttpServers } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
 import { SELF_COMPONENT } from '../health/index.js';
+import { answeredByLifeline } from '../probe/index.js';
 import { installInboundTrust } from '../inbound/index.js';
 import { SnapshotIdGenerator } from '../diagnostics/index.js';
 import { RedactionSpanProcessor } from '../redaction/index.js';
@@ -53,8 +54,10 @@ export interface LifelinePartsOptions {
   /** The catalog to serve; default the process-wide `health`. */
   health?: Health;
   /**
-   * Probe server options, or `false` for no probe server. `whenPortBusy: 'warn'` logs one line and
-   * runs without a probe server when the port is taken (register mode does this when no port was
+   * Probe server options, or `false` for no probe server. When the port is taken by another
+   * lifeline process (a cluster worker's primary, the service a `kubectl exec` script runs beside),
+   * the probes are answered: lifeline logs one line and runs without a probe server. When anything
+   * else holds it, `whenPortBusy: 'warn'` does the same (register mode does this when no port was
    * chosen: npm, test runners and their workers all start under one `NODE_OPTIONS`); the default
    * `'fail'` rejects, as a deployment that chose a port must get it.
    */
@@ -433,10 +436,16 @@ async function probeServer(
   try {
     return await serve(rest);
   } catch (err) {
-    if (whenPortBusy === 'fail' || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+    if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+    const port = rest.port ?? 5555;
+    // Another lifeline process of this pod answers the kubelet: nothing would lie, nothing to fail.
+    const lifeline = await answeredByLifeline(port, rest.host);
+    if (!lifeline && whenPortBusy === 'fail') throw err;
     (logger ?? defaultLogger()).warn(
-      { port: rest.port ?? 5555 },
-      'lifeline: the probe port is in use (another process of this service or its tooling?); running without a probe server',
+      { port },
+      lifeline
+        ? 'lifeline: another lifeline process of this service answers the probes on this port; running without a probe server'
+        : 'lifeline: the probe port is in use (another process of this service or its tooling?); running without a probe server',
     );
     return undefined;
   }

@@ -187,6 +187,27 @@ describe('register mode in a service as it is', () => {
     }
   });
 
+  it("in Kubernetes a probe port held by another lifeline process of the pod (a cluster's primary) is no failure: its workers run without one", async () => {
+    const port = await freePort();
+    const { VITEST: _runner, ...outside } = process.env;
+    const result = await runNode(['test/fixtures/cluster-app.mjs'], {
+      env: {
+        ...outside,
+        NODE_OPTIONS: '--import otel-lifeline/register',
+        LIFELINE_PROBE_PORT: String(port), // chosen by the deployment: a plain holder would stop start-up
+        OTEL_TRACES_EXPORTER: 'none',
+        KUBERNETES_SERVICE_HOST: '10.0.0.1',
+        LIFELINE_PROBE_HOST: '127.0.0.1',
+      },
+      timeoutMs: 30_000,
+    });
+    expect(result.stderr).not.toContain('EADDRINUSE');
+    expect(result.stdout.match(/worker exit 0/g)).toHaveLength(2);
+    expect(result.stdout.match(/another lifeline process of this service answers the probes/g)).toHaveLength(2);
+    expect(result.stdout).toContain('probe 200');
+    expect(result.code).toBe(0);
+  });
+
   it('worker threads do not start a lifeline of their own (the main thread has it)', async () => {
     const port = await freePort();
     const result = await runModule(
