@@ -13,9 +13,6 @@ import { isMainThread } from 'node:worker_threads';
 import { unsupportedNode } from '../config/index.js';
 import { errorText } from '../errors/index.js';
 
-const unsupported = unsupportedNode();
-if (unsupported !== undefined) fail(`${unsupported}: upgrade Node, or remove --import otel-lifeline/register`);
-
 // Processes that only start the service — package managers (`npm start`), watchers and process
 // managers (nodemon, pm2, tsx's CLI) — inherit NODE_OPTIONS too. They are not the service: they
 // would take the probe port (the kubelet would then probe them) and pay lifeline's start-up for nothing.
@@ -32,6 +29,9 @@ const skip =
 if (!skip) await start();
 
 async function start(): Promise<void> {
+  // After the launcher check: `npm test` on an older system Node still runs, only the service is refused.
+  const unsupported = unsupportedNode();
+  if (unsupported !== undefined) fail(`${unsupported}: upgrade Node, or remove --import otel-lifeline/register`);
   const { readEnvConfig } = await import('../config/index.js');
   let config: import('../config/index.js').EnvConfig;
   try {

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -256,6 +256,7 @@ describe('register mode in a service as it is', () => {
       expect(result.stdout.trim(), tool).toBe('none');
     }
     const service = await runNode(['--import', 'otel-lifeline/register', join(dir, 'service.js')], { env });
+    rmSync(dir, { recursive: true, force: true });
     expect(service.stdout.trim()).toBe('sdk');
   });
 
@@ -313,6 +314,13 @@ describe('register mode in a service as it is', () => {
       { encoding: 'utf8' },
     );
     expect(inCode.stdout.trim()).toBe('ERR_UNSUPPORTED_NODE');
+    // A launcher on that Node (`NODE_OPTIONS=--import … npm test`) is not the service: it runs.
+    const dir = mkdtempSync(join(tmpdir(), 'lifeline-old-npm-'));
+    writeFileSync(join(dir, 'npm-cli.js'), 'console.log("npm ran")');
+    const launcher = spawnSync(old ?? 'node', ['--import', 'otel-lifeline/register', join(dir, 'npm-cli.js')], { encoding: 'utf8' });
+    rmSync(dir, { recursive: true, force: true });
+    expect(launcher.stderr).toBe('');
+    expect(launcher.stdout.trim()).toBe('npm ran');
   });
 
   it.each([
