@@ -208,6 +208,40 @@ describe('register mode in a service as it is', () => {
     expect(result.code).toBe(0);
   });
 
+  it('LIFELINE_INBOUND_DEADLINES, LIFELINE_MIN_INBOUND_MS and LIFELINE_DEADLINE_HEADER_HOSTS reach the running service', async () => {
+    // The upstream says which budget it was told (x-request-timeout-ms), or '-' for none.
+    const told: string[] = [];
+    const upstream = await serve((req, res) => {
+      told.push(String(req.headers['x-request-timeout-ms'] ?? '-'));
+      res.end('ok');
+    });
+    /** The budget the upstream was told when the service was called with `x-request-timeout-ms: inbound`. */
+    async function budgetTold(env: NodeJS.ProcessEnv, inbound: string): Promise<string> {
+      const app = await startService(
+        'test/fixtures/esm-client-app.mjs',
+        { OTEL_TRACES_EXPORTER: 'none', LIFELINE_PROBE_PORT: '0', ...env },
+        ['--import', 'otel-lifeline/register'],
+      );
+      try {
+        const res = await fetch(`${app.url}/call?port=${String(upstream.port)}`, { headers: { 'x-request-timeout-ms': inbound } });
+        expect(await res.text()).toBe('200');
+        return told.at(-1) ?? 'no call';
+      } finally {
+        await app.stop();
+      }
+    }
+    try {
+      // Defaults: a loopback caller is trusted, and a loopback upstream is told.
+      expect(Number(await budgetTold({}, '5000'))).toBeGreaterThan(4000);
+      expect(await budgetTold({ LIFELINE_INBOUND_DEADLINES: 'none' }, '5000')).toBe('-');
+      expect(await budgetTold({ LIFELINE_INBOUND_DEADLINES: '10.0.0.0/8' }, '5000')).toBe('-');
+      expect(Number(await budgetTold({ LIFELINE_MIN_INBOUND_MS: '3000' }, '5'))).toBeGreaterThan(2000);
+      expect(await budgetTold({ LIFELINE_DEADLINE_HEADER_HOSTS: 'service.example.com' }, '5000')).toBe('-');
+    } finally {
+      await upstream.close();
+    }
+  });
+
   it('worker threads do not start a lifeline of their own (the main thread has it)', async () => {
     const port = await freePort();
     const result = await runModule(
