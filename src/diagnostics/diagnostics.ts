@@ -31,7 +31,7 @@ import {
   ATTR_IN_FLIGHT_SPAN_ID,
   EVENT_DIAGNOSTIC,
   isoTime,
-  SCOPE_NAME,
+  scopeTracer,
 } from '../semconv/index.js';
 import type { InFlightSpanProcessor, TrackedSpan } from './in-flight-span-processor.js';
 import { ProcessView } from './process-view.js';
@@ -120,7 +120,7 @@ export class Diagnostics implements HealthDiagnostics {
     numberOption('diagnostics.minIntervalMs', minIntervalMs, { min: 0, unit: 'ms' });
     numberOption('diagnostics.maxBytes', maxBytes, { min: 256, integer: true });
     this.#inFlight = inFlight;
-    this.#tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);
+    this.#tracer = scopeTracer(tracerProvider);
     this.#logger = logger;
     this.#minIntervalMs = minIntervalMs;
     this.#maxBytes = maxBytes;

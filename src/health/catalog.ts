@@ -1,4 +1,4 @@
-import { trace, type TracerProvider, type Tracer } from '@opentelemetry/api';
+import type { TracerProvider, Tracer } from '@opentelemetry/api';
 import { ensureContextManager, monotonicNow } from '../deadline/index.js';
 import {
   Diagnostics,
@@ -9,7 +9,7 @@ import {
 } from '../diagnostics/index.js';
 import { invalidOption, LifelineError, MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
 import { defaultLogger, logSwallowed, type Logger } from '../log/index.js';
-import { SCOPE_NAME } from '../semconv/index.js';
+import { scopeTracer } from '../semconv/index.js';
 import { ComponentHandle, type ComponentReport } from './component.js';
 import type { ComponentProbe } from './tick.js';
 
@@ -122,7 +122,7 @@ export class Health {
     this.#intervalLater = intervalLater;
     intervalLater = undefined;
     this.buffer = buffer;
-    this.#tracer = (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);
+    this.#tracer = scopeTracer(tracerProvider);
     this.#tracerProvider = tracerProvider;
     this.#logger = logger;
     this.#diagnostics = this.#diagnosticsFrom(diagnostics);

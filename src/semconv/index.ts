@@ -1,2 +1,3 @@
 export * from './attributes.js';
 export { isoTime } from './iso-time.js';
+export { scopeTracer } from './scope-tracer.js';
