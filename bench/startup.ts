@@ -2,11 +2,13 @@
  * Start-up cost of register mode: time from spawning a small ES module HTTP service until it
  * answers its first request, its RSS then, and the CPU it used, for plain Node, OpenTelemetry's
  * own `auto-instrumentations-node/register` (alone, and with the loader hook it documents for ES
- * module apps), and lifeline's register (with and without the auto-instrumentations package). Every variant exports traces the same way: OTLP http/protobuf to
- * a loopback port nobody listens on; metrics and logs off. Rounds are interleaved (ABCD·DCBA) so
+ * module apps), and lifeline's register (with and without the auto-instrumentations package),
+ * serving its probes. Every variant exports traces the same way: OTLP http/protobuf to a loopback
+ * port nobody listens on; metrics and logs off. Rounds are interleaved (ABCD·DCBA) so
  * drift of a shared machine hits every variant alike. BENCH_QUICK=1: fewer rounds.
  */
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { fixed, spread, summarize, table, target } from './support.ts';
 
@@ -25,6 +27,11 @@ const exporting = {
   OTEL_METRICS_EXPORTER: 'none',
   OTEL_LOGS_EXPORTER: 'none',
 };
+// lifeline serves its probes, as in a deployment: on a port free now (one child runs at a time).
+const probe = createServer();
+await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+const PROBE_PORT = String((probe.address() as { port: number }).port);
+await new Promise((resolve) => probe.close(resolve));
 const VARIANTS: Variant[] = [
   { name: 'plain node', args: [app], env: {} },
   {
@@ -46,18 +53,18 @@ const VARIANTS: Variant[] = [
   {
     name: 'lifeline register, with the auto-instrumentations',
     args: ['--import', 'otel-lifeline/register', app],
-    env: { ...exporting, LIFELINE_PROBE_PORT: '0' },
+    env: { ...exporting, LIFELINE_PROBE_PORT: PROBE_PORT },
   },
   // The watchdog thread is an isolate of its own: this variant shows what it adds.
   {
     name: 'lifeline register, with the auto-instrumentations, no watchdog thread',
     args: ['--import', 'otel-lifeline/register', app],
-    env: { ...exporting, LIFELINE_PROBE_PORT: '0', LIFELINE_WATCHDOG: 'off' },
+    env: { ...exporting, LIFELINE_PROBE_PORT: PROBE_PORT, LIFELINE_WATCHDOG: 'off' },
   },
   {
     name: 'lifeline register, its own instrumentations',
     args: ['--import', 'otel-lifeline/register', app],
-    env: { ...exporting, LIFELINE_PROBE_PORT: '0', LIFELINE_AUTO_INSTRUMENTATIONS: 'off' },
+    env: { ...exporting, LIFELINE_PROBE_PORT: PROBE_PORT, LIFELINE_AUTO_INSTRUMENTATIONS: 'off' },
   },
 ];
 
