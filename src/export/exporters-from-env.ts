@@ -2,6 +2,8 @@ import { BatchSpanProcessor, ConsoleSpanExporter, type SpanExporter } from '@ope
 import { envInteger } from '../config/index.js';
 import { LifelineError, MAX_TIMER_MS } from '../errors/index.js';
 import { loggerOrDefault, type Logger } from '../log/index.js';
+import { queueDropsMeterProvider } from './drop-report.js';
+import { RetryingExporter } from './retrying-exporter.js';
 
 /**
  * The span exporters `OTEL_TRACES_EXPORTER` names (default `otlp`, protocol from
@@ -93,7 +95,15 @@ export function batchTuningFromEnv(env: NodeJS.ProcessEnv = process.env, logger:
   return Object.fromEntries(Object.entries(tuning).filter(([, value]) => value !== undefined));
 }
 
-/** A batch processor for `exporter` tuned by `tuning` (from {@link batchTuningFromEnv}), as NodeSDK would build it. */
+/**
+ * A batch processor for `exporter` tuned by `tuning` (from {@link batchTuningFromEnv}), as NodeSDK
+ * would build it. In front of a {@link RetryingExporter}, the spans the processor drops because its
+ * queue is full (`maxQueueSize`; an export hanging on a blackholed collector holds the queue) are
+ * counted and said with the exporter's own drops (`reason` `queue_full`): the processor reports them
+ * on its self-observability meter provider (its public, experimental `selfObsMeterProvider` option),
+ * which lifeline gives it for that alone.
+ */
 export function batchProcessorFromEnv(exporter: SpanExporter, tuning: BatchTuning = batchTuningFromEnv()): BatchSpanProcessor {
-  return new BatchSpanProcessor({ exporter, ...tuning });
+  if (!(exporter instanceof RetryingExporter)) return new BatchSpanProcessor({ exporter, ...tuning });
+  return new BatchSpanProcessor({ exporter, ...tuning, selfObsMeterProvider: queueDropsMeterProvider(exporter.drops) });
 }

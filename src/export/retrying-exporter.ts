@@ -1,8 +1,9 @@
-import { ROOT_CONTEXT, context, metrics } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
 import { numberOption } from '../errors/index.js';
 import type { Logger } from '../log/index.js';
+import { DropReport, type DropReason } from './drop-report.js';
+import { retryAdvice } from './retry-advice.js';
 
 /** How spans the collector refused are kept and sent again (`startLifeline`'s `exportBuffer`). */
 export interface RetryOptions {
@@ -19,30 +20,31 @@ export interface RetryOptions {
   maxBackoffMs?: number;
 }
 
-// HTTP statuses worth another try (the OTLP specification's list); no status at all means the
-// collector was not reached (refused, reset, timed out): worth another try too.
-const RETRYABLE_STATUS = new Set([429, 502, 503, 504]);
-const DROP_LOG_INTERVAL_MS = 60_000;
-
-/** Why spans were dropped: the `reason` of the `lifeline.export.dropped` counter. */
-type DropReason = 'buffer_full' | 'refused' | 'shutdown';
+// Each retry delay is the backoff times a random factor in [1 - JITTER, 1 + JITTER], as the OTLP
+// exporters' own retries do (and gRPC's connection backoff), so that a fleet does not retry in
+// lockstep after a collector restart. A delay the collector asks for (gRPC RetryInfo) is waited if
+// longer, at most maxBackoffMs.
+const JITTER = 0.2;
 
 /**
  * Keeps batches the collector did not take and sends them again, in order, with backoff, so that
  * a collector restarting for a few seconds costs no span. The OTLP exporters drop a batch at the
- * first refused connection. The buffer is bounded by spans and by bytes: past either the oldest go,
- * counted on the `lifeline.export.dropped` counter (by `reason`; with the global meter provider,
- * e.g. `OTEL_METRICS_EXPORTER=otlp`) and in a log line at most once a minute. The batch processor
- * is told every batch succeeded once buffered, so it keeps its own queue moving.
+ * first refused connection. Retries wait a jittered, doubling backoff, or what the collector asked
+ * for (gRPC RetryInfo; at most `maxBackoffMs`). The buffer is bounded by spans and by bytes: past
+ * either the oldest go, counted on the `lifeline.export.dropped` counter (by `reason`; with the
+ * global meter provider, e.g. `OTEL_METRICS_EXPORTER=otlp`) and in a log line at most once a minute
+ * that sums every drop since the last ({@link DropReport}). The batch processor is told every batch
+ * succeeded once buffered, so it keeps its own queue moving.
  */
 export class RetryingExporter implements SpanExporter {
   readonly #pending: { spans: ReadableSpan[]; bytes: number }[] = [];
   #pendingSpans = 0;
   #pendingBytes = 0;
-  #dropped = 0;
-  #droppedLogged = 0;
-  #lastDropLog = 0;
+  readonly #drops: DropReport;
   #backoffMs: number;
+  /** The delay the collector asked for at the last refusal, if it did. */
+  #retryAfterMs: number | undefined;
+  #shutDown = false;
   #timer: NodeJS.Timeout | undefined;
   #sending: Promise<void> | undefined;
   /** The batch being sent, while it is. */
@@ -54,7 +56,7 @@ export class RetryingExporter implements SpanExporter {
 
   constructor(
     private readonly exporter: SpanExporter,
-    private readonly logger: Logger,
+    logger: Logger,
     options: RetryOptions = {},
   ) {
     this.#maxSpans = options.maxSpans ?? 2_048;
@@ -68,11 +70,20 @@ export class RetryingExporter implements SpanExporter {
     this.#initialBackoffMs = options.initialBackoffMs ?? 500;
     this.#maxBackoffMs = options.maxBackoffMs ?? 30_000;
     this.#backoffMs = this.#initialBackoffMs;
+    this.#drops = new DropReport(logger, () => this.#pendingSpans);
   }
 
-  /** Spans dropped so far because the buffer was full or the collector refused them for good. */
+  /**
+   * Spans dropped so far: the buffer was full, the collector refused them for good, they were still
+   * kept at shutdown, or (with {@link batchProcessorFromEnv}) the batch processor's queue was full.
+   */
   get dropped(): number {
-    return this.#dropped;
+    return this.#drops.total;
+  }
+
+  /** Where drops are counted and said; a batch processor in front of this exporter reports its own there too. */
+  get drops(): DropReport {
+    return this.#drops;
   }
 
   /** What is kept for a retry now: spans and their estimated bytes. */
@@ -89,8 +100,10 @@ export class RetryingExporter implements SpanExporter {
     }
     this.exporter.export(spans, (result) => {
       if (result.code !== ExportResultCode.SUCCESS) {
-        if (retryable(result)) {
+        const advice = retryAdvice(result);
+        if (advice.retryable) {
           this.#keep(spans);
+          this.#retryAfterMs = advice.afterMs;
           this.#schedule();
         } else {
           this.#drop(spans.length, 'refused');
@@ -102,18 +115,20 @@ export class RetryingExporter implements SpanExporter {
 
   /** Sends what is kept once (no waiting between batches), then flushes the exporter. */
   async forceFlush(): Promise<void> {
-    await this.#drain(false);
+    await this.#drain();
     await this.exporter.forceFlush?.();
   }
 
   async shutdown(): Promise<void> {
+    this.#shutDown = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    await this.#drain(false);
+    await this.#drain();
     this.#drop(this.#pendingSpans, 'shutdown'); // what the collector would still not take at the very end
     this.#pending.length = 0;
     this.#pendingSpans = 0;
     this.#pendingBytes = 0;
+    this.#drops.flush(); // the drops of the last quiet minute, said before the process ends
     await this.exporter.shutdown();
   }
 
@@ -137,39 +152,31 @@ export class RetryingExporter implements SpanExporter {
   }
 
   #drop(count: number, reason: DropReason): void {
-    if (count === 0) return;
-    this.#dropped += count;
-    // Looked up at each drop (rare): the global meter provider may be set after this exporter is made.
-    metrics
-      .getMeter('otel-lifeline')
-      .createCounter('lifeline.export.dropped', {
-        unit: '{span}',
-        description:
-          'Spans lifeline dropped before export: buffer full while the collector was unreachable, refused for good, or still kept at shutdown',
-      })
-      .add(count, { reason });
-    const now = Date.now();
-    if (now - this.#lastDropLog < DROP_LOG_INTERVAL_MS) return;
-    this.#lastDropLog = now;
-    const fields = { dropped: this.#dropped - this.#droppedLogged, droppedTotal: this.#dropped, kept: this.#pendingSpans };
-    this.#droppedLogged = this.#dropped;
-    context.with(ROOT_CONTEXT, () => {
-      this.logger.warn(fields, 'lifeline: spans dropped: the export buffer is full or the collector refused them');
-    });
+    this.#drops.add(count, reason);
   }
 
+  /**
+   * Arms the next retry: after the jittered backoff, or after what the collector asked for if it
+   * did (never sooner than the backoff's jittered floor, never later than `maxBackoffMs`).
+   */
   #schedule(): void {
-    if (this.#timer !== undefined || this.#sending !== undefined) return;
+    if (this.#timer !== undefined || this.#sending !== undefined || this.#shutDown) return;
+    const jittered = this.#backoffMs * (1 + (Math.random() * 2 - 1) * JITTER);
+    const delay = Math.min(Math.max(jittered, this.#retryAfterMs ?? 0), this.#maxBackoffMs);
+    this.#retryAfterMs = undefined;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
-      void this.#drain(true);
-    }, this.#backoffMs);
+      void this.#drain();
+    }, delay);
     this.#timer.unref(); // a retry must not keep a finished process alive
     this.#backoffMs = Math.min(this.#backoffMs * 2, this.#maxBackoffMs);
   }
 
-  /** Sends the kept batches in order until one fails; `reschedule` arms the next retry then. */
-  #drain(reschedule: boolean): Promise<void> {
+  /**
+   * Sends the kept batches in order until one fails, then arms the next retry, whoever started the
+   * send (a retry timer that fires during a `forceFlush` joins its send, and must not be lost with it).
+   */
+  #drain(): Promise<void> {
     this.#sending ??= (async () => {
       while (this.#pending.length > 0) {
         const batch = this.#pending[0]?.spans ?? [];
@@ -181,8 +188,10 @@ export class RetryingExporter implements SpanExporter {
         const delivered = result.code === ExportResultCode.SUCCESS;
         // A full buffer may have dropped this very batch while it was being sent: then it is not the head.
         const evicted = this.#pending[0]?.spans !== batch;
-        if (!delivered && retryable(result)) {
+        const advice = delivered ? undefined : retryAdvice(result);
+        if (advice?.retryable === true) {
           if (evicted) this.#drop(batch.length, 'buffer_full');
+          this.#retryAfterMs = advice.afterMs;
           break;
         }
         if (delivered) this.#backoffMs = this.#initialBackoffMs;
@@ -191,15 +200,10 @@ export class RetryingExporter implements SpanExporter {
       }
     })().finally(() => {
       this.#sending = undefined;
-      if (reschedule && this.#pending.length > 0) this.#schedule();
+      if (this.#pending.length > 0) this.#schedule();
     });
     return this.#sending;
   }
-}
-
-function retryable(result: ExportResult): boolean {
-  const code = (result.error as { code?: unknown } | undefined)?.code;
-  return typeof code !== 'number' || RETRYABLE_STATUS.has(code);
 }
 
 // Fixed cost of a span beyond its strings: ids, timestamps, kind, status, resource and scope refs.
