@@ -5,7 +5,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VERSION="v0.161.0"
-BIN="$ROOT/.cache/bin/lifeline-otelcol-$VERSION"
+# Named by the manifest's content too: adding a component must not reuse a cached binary without it.
+MANIFEST_HASH="$(sha256sum "$ROOT/otel-collector/builder/manifest.yaml" | cut -c1-8)"
+BIN="$ROOT/.cache/bin/lifeline-otelcol-$VERSION-$MANIFEST_HASH"
 if [[ -x "$BIN" ]]; then
   echo "$BIN"
   exit 0
