@@ -35,8 +35,18 @@ export interface ProbeServerOptions {
    * clients that name it `localhost`, `127.0.0.1` or `[::1]` in `Host`. Default false.
    */
   debugDiagnostics?: boolean;
-  /** Open connections at most; a connection past it is closed at accept. Default 64. */
+  /**
+   * Open connections at most. Past it, a new connection takes the slot of the one that has waited
+   * longest for a request (nothing or part of one sent, or idle between requests); only when every
+   * connection is being answered is the new one closed at accept. Default 64.
+   */
   maxConnections?: number;
+  /**
+   * Open connections at most from one client address (IPv4-mapped IPv6 counted as IPv4). Past it, a
+   * new connection from that address takes the slot of that address's connection that has waited
+   * longest for a request, as past `maxConnections`. Default 16.
+   */
+  maxConnectionsPerAddress?: number;
   /** Requests served on one connection: the last is answered with `connection: close`, a client that sends more is cut off. Default 100. */
   maxRequestsPerConnection?: number;
   /** A client that sends a request while more than this many bytes of earlier answers are still unsent (it does not read) is cut off. Default 65 536. */
@@ -91,6 +101,7 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
     failureLogIntervalMs = 10_000,
     debugDiagnostics = false,
     maxConnections = 64,
+    maxConnectionsPerAddress = 16,
     maxRequestsPerConnection = 100,
     maxUnsentBytes = 65_536,
     maxRequestsPerSecond = 1_000,
@@ -101,12 +112,14 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
   numberOption('failureLogIntervalMs', failureLogIntervalMs, { min: 0, above: true, unit: 'ms' });
   if (typeof debugDiagnostics !== 'boolean') throw invalidOption('debugDiagnostics', debugDiagnostics, 'a boolean');
   numberOption('maxConnections', maxConnections, { min: 1, integer: true });
+  numberOption('maxConnectionsPerAddress', maxConnectionsPerAddress, { min: 1, integer: true });
   numberOption('maxRequestsPerConnection', maxRequestsPerConnection, { min: 1, integer: true });
   numberOption('maxUnsentBytes', maxUnsentBytes, { min: 1, integer: true });
   numberOption('maxRequestsPerSecond', maxRequestsPerSecond, { min: 0, above: true });
 
   const logFailure = failureLog(logger, failureLogIntervalMs);
   const clients = new ClientLimits(maxRequestsPerConnection, maxUnsentBytes, new RequestBudget(maxRequestsPerSecond));
+  const slots = new ConnectionSlots(maxConnections, maxConnectionsPerAddress);
   const server = createServer(
     {
       requestTimeout: requestTimeoutMs,
@@ -117,13 +130,15 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
       maxHeaderSize: MAX_HEADER_BYTES,
     },
     (req, res) => {
+      slots.answering(req.socket, res); // a request complete: no longer a slow client's
       if (clients.admit(req, res)) answer(health, req, res, logFailure, debugDiagnostics ? logger : undefined);
     },
   );
   server.on('clientError', refuse);
-  // Node closes a connection past this at accept, before it costs a parser: slots freed by the
-  // limits above (and the request and keep-alive timeouts) are what let probes back in.
-  server.maxConnections = maxConnections;
+  // Past a cap, a newcomer closes the connection that has waited longest for a request (see ConnectionSlots).
+  server.on('connection', (socket: Socket) => {
+    slots.accept(socket);
+  });
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -324,6 +339,104 @@ function send(req: IncomingMessage, res: ServerResponse, code: number, body: obj
   ClientLimits.unsent(req, res, req.method === 'HEAD' ? 0 : bytes.byteLength);
   res.writeHead(code, { 'content-type': 'application/json', 'cache-control': 'no-store', 'content-length': bytes.byteLength });
   res.end(req.method === 'HEAD' ? undefined : bytes);
+}
+
+interface Slot {
+  readonly address: string;
+  /** Requests being answered on it: while any is, it is not closed for a newcomer. */
+  answering: number;
+}
+
+/** The connections of one client address. */
+interface AddressSlots {
+  open: number;
+  /** Those waiting for a request, longest waiting first (a Set iterates in insertion order). */
+  waiting: Set<Socket>;
+}
+
+/**
+ * Who holds the connection slots. A kubelet opens a fresh connection per probe and sends its
+ * request at once; a slow client (nothing sent, a request trickled, an idle keep-alive) holds its
+ * slot until a timeout. Refusing newcomers past a global cap let 80 slow clients that reconnect when
+ * cut fail most probes. So, as nginx (`limit_conn` per address) and Envoy (per-downstream limits,
+ * closing idle connections under load) do: one address holds at most its share of the slots (the
+ * kubelet, from the node's address, keeps its own whatever other addresses do), and a newcomer past
+ * a cap closes the connection that has waited longest for a request instead of being refused. A
+ * probe's request is read the loop turn after it is accepted, so it is answered unless a cap's worth
+ * of newer connections come first. A slowloris thus holds a slot only while slots are plentiful, and
+ * `requestTimeoutMs` need not shrink. Behind a service mesh every client is 127.0.0.1: the
+ * per-address cap then holds them all, and eviction is what lets the probes in.
+ */
+class ConnectionSlots {
+  readonly #max: number;
+  readonly #maxPerAddress: number;
+  readonly #open = new Map<Socket, Slot>();
+  /** All connections waiting for a request, longest waiting first. */
+  readonly #waiting = new Set<Socket>();
+  readonly #addresses = new Map<string, AddressSlots>();
+
+  constructor(max: number, maxPerAddress: number) {
+    this.#max = max;
+    this.#maxPerAddress = maxPerAddress;
+  }
+
+  accept(socket: Socket): void {
+    const address = (socket.remoteAddress ?? '').replace(/^::ffff:(?=\d+\.)/, '');
+    let own = this.#addresses.get(address);
+    // Past its address's share, room is made among that address's connections; past the cap, among all.
+    let full: Set<Socket> | undefined;
+    if (own !== undefined && own.open >= this.#maxPerAddress) full = own.waiting;
+    else if (this.#open.size >= this.#max) full = this.#waiting;
+    if (full !== undefined) {
+      const oldest = full.values().next();
+      // Every slot is answering a request, which ends on its own: the newcomer is the one to go.
+      if (oldest.done === true) {
+        socket.destroy();
+        return;
+      }
+      this.#forget(oldest.value);
+      oldest.value.destroy();
+      own = this.#addresses.get(address);
+    }
+    if (own === undefined) {
+      own = { open: 0, waiting: new Set() };
+      this.#addresses.set(address, own);
+    }
+    own.open++;
+    own.waiting.add(socket);
+    this.#waiting.add(socket);
+    this.#open.set(socket, { address, answering: 0 });
+    socket.once('close', () => {
+      this.#forget(socket);
+    });
+  }
+
+  /** `res` is being answered on `socket`: not closed for a newcomer until `res` is done. */
+  answering(socket: Socket, res: ServerResponse): void {
+    const slot = this.#open.get(socket);
+    if (slot === undefined) return;
+    slot.answering++;
+    this.#waiting.delete(socket);
+    this.#addresses.get(slot.address)?.waiting.delete(socket);
+    res.once('close', () => {
+      const own = this.#addresses.get(slot.address);
+      if (--slot.answering > 0 || own === undefined || this.#open.get(socket) !== slot) return;
+      // Kept alive and idle: waiting again, counted from now.
+      own.waiting.add(socket);
+      this.#waiting.add(socket);
+    });
+  }
+
+  #forget(socket: Socket): void {
+    const slot = this.#open.get(socket);
+    if (slot === undefined) return;
+    this.#open.delete(socket);
+    this.#waiting.delete(socket);
+    const own = this.#addresses.get(slot.address);
+    if (own === undefined) return;
+    own.waiting.delete(socket);
+    if (--own.open === 0) this.#addresses.delete(slot.address);
+  }
 }
 
 /** Bytes of a response head, counted with its body as unsent until Node hands both to the kernel. */

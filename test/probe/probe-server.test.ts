@@ -1,4 +1,4 @@
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Health, LifelineError, startProbeServer, type Logger, type ProbeServer, type ProbeServerOptions } from '../../src/index.js';
 import { rawExchange } from '../support/raw-http.js';
@@ -16,6 +16,33 @@ function recordingLogger(): Logger & { lines: { obj: object; msg: string }[] } {
     info: (obj, msg) => lines.push({ obj, msg }),
     debug: () => undefined,
   };
+}
+
+/** A connection from `localAddress` that sends nothing; `closed` settles when the server closes it. */
+async function hold(port: number, localAddress = '127.0.0.1'): Promise<{ socket: Socket; closed: Promise<unknown> }> {
+  const socket = connect({ port, host: '127.0.0.1', localAddress });
+  cleanup.push(() => socket.destroy());
+  socket.on('error', () => undefined);
+  const closed = new Promise((resolve) => socket.once('close', resolve));
+  await new Promise((resolve) => socket.once('connect', resolve));
+  return { socket, closed };
+}
+
+/** A kubelet-style probe from `localAddress`: a fresh connection, `GET /live`, `connection: close`. What it was answered (within 2 s). */
+function probe(port: number, localAddress = '127.0.0.1'): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect({ port, host: '127.0.0.1', localAddress });
+    let answer = '';
+    const timer = setTimeout(() => socket.destroy(), 2_000);
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => (answer += chunk));
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve(answer);
+    });
+    socket.write('GET /live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  });
 }
 
 async function serve(options: Partial<Omit<ProbeServerOptions, 'health' | 'logger'>> = {}) {
@@ -184,6 +211,7 @@ describe('probe server (README: API)', () => {
       [{ host: '' }, 'host: ""'],
       [{ requestTimeoutMs: 0 }, 'requestTimeoutMs: 0'],
       [{ maxConnections: 0 }, 'maxConnections: 0'],
+      [{ maxConnectionsPerAddress: 0 }, 'maxConnectionsPerAddress: 0'],
       [{ maxRequestsPerConnection: 2.5 }, 'maxRequestsPerConnection: 2.5'],
       [{ maxUnsentBytes: -1 }, 'maxUnsentBytes: -1'],
       [{ maxRequestsPerSecond: Infinity }, 'maxRequestsPerSecond: Infinity'],
@@ -254,28 +282,68 @@ describe('probe server (README: API)', () => {
     expect((await fetch(`${server.url}/live`)).status).toBe(200);
   });
 
-  it('closes connections past maxConnections at accept', async () => {
+  it('past maxConnections, a new connection closes the one that has waited longest for a request, silent or idle', async () => {
     const { server } = await serve({ maxConnections: 2 });
-    const held = await Promise.all(
-      [0, 1].map(
-        () =>
-          new Promise<ReturnType<typeof connect>>((resolve) => {
-            const socket = connect(server.port, '127.0.0.1', () => {
-              resolve(socket);
-            });
-          }),
-      ),
+    const first = await hold(server.port);
+    const second = await hold(server.port);
+    expect(await probe(server.port)).toMatch(/^HTTP\/1\.1 200 /);
+    await first.closed; // accepted first, sent nothing
+    expect(second.socket.destroyed).toBe(false);
+    // `second` is answered, then idle on its kept-alive connection: waiting again, from then on.
+    second.socket.write('GET /live HTTP/1.1\r\nHost: x\r\n\r\n');
+    await new Promise((resolve) => second.socket.once('data', resolve));
+    const third = await hold(server.port);
+    expect(await probe(server.port)).toMatch(/^HTTP\/1\.1 200 /);
+    await second.closed;
+    expect(third.socket.destroyed).toBe(false);
+  });
+
+  it('past maxConnectionsPerAddress, a new connection closes the longest-waiting one of its own address', async () => {
+    const { server } = await serve({ maxConnectionsPerAddress: 2 });
+    const [first, second] = [await hold(server.port), await hold(server.port)];
+    const other = await hold(server.port, '127.0.0.2');
+    expect(await probe(server.port)).toMatch(/^HTTP\/1\.1 200 /);
+    await first.closed;
+    expect(second.socket.destroyed).toBe(false);
+    expect(other.socket.destroyed).toBe(false);
+    // Another address has slots of its own: nothing of 127.0.0.1's is closed for it.
+    expect(await probe(server.port, '127.0.0.2')).toMatch(/^HTTP\/1\.1 200 /);
+    expect(second.socket.destroyed).toBe(false);
+    expect(other.socket.destroyed).toBe(false);
+  });
+
+  it('closes a new connection at accept only when every connection is being answered', async () => {
+    const health = new Health();
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let entered: () => void = () => undefined;
+    const diagnosing = new Promise<void>((resolve) => (entered = resolve));
+    const view = {
+      status: (kind: 'live' | 'ready' | 'startup') => health.status(kind),
+      diagnose: async () => {
+        entered();
+        await gate;
+        return health.diagnose();
+      },
+    };
+    const server = await startProbeServer({ health: view, port: 0, maxConnections: 1, debugDiagnostics: true, logger: recordingLogger() });
+    cleanup.push(
+      () => {
+        health.close();
+      },
+      () => server.close(),
     );
-    cleanup.push(() => {
-      for (const socket of held) socket.destroy();
-    });
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    const { answer, closed } = await rawExchange(server.port, 'GET /live HTTP/1.1\r\nHost: x\r\n\r\n', { timeoutMs: 2_000 });
-    expect(closed).toBe(true);
-    expect(answer).toBe('');
-    for (const socket of held) socket.destroy();
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    expect((await fetch(`${server.url}/live`)).status).toBe(200);
+    const busy = await hold(server.port);
+    let answer = '';
+    busy.socket.setEncoding('latin1').on('data', (chunk: string) => (answer += chunk));
+    busy.socket.write('GET /debug/diagnostics HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    await diagnosing;
+    const refused = await rawExchange(server.port, 'GET /live HTTP/1.1\r\nHost: x\r\n\r\n', { timeoutMs: 2_000 });
+    expect(refused).toMatchObject({ answer: '', closed: true });
+    release();
+    await new Promise((resolve) => busy.socket.once('data', resolve));
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(await probe(server.port)).toMatch(/^HTTP\/1\.1 200 /); // `busy` is idle now: it makes room
   });
 
   it('reads at most maxRequestsPerSecond under a flood, while a fresh probe connection is answered at once', async () => {
