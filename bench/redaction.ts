@@ -1,12 +1,13 @@
 /**
  * bench/redaction: what redaction costs per byte on adversarial input (one key after another, each
- * looking secret: `sig0&sig1&…`, the shape that once stalled the event loop), from 1 KB to 1 MB.
- * Uncapped, the ns/byte must stay flat (linear); with the default cap a value's cost stops growing.
+ * looking secret: `sig0&sig1&…`, the shape that once stalled the event loop; and free text built to
+ * be rescanned: `a=a=…` and the like), from 1 KB to 1 MB. Uncapped, the ns/byte must stay flat
+ * (linear); with the default cap a value's cost stops growing.
  * Run: npm run bench:redaction
  */
 import { TracerProvider } from '@opentelemetry/sdk-trace';
 import { InFlightSpanProcessor, RedactionSpanProcessor } from 'otel-lifeline';
-import { adversarialQuery, fixed, summarize, table } from './support.ts';
+import { adversarialQuery, fixed, repeatedTo, summarize, table, WORST_ADVERSARIAL_TEXT } from './support.ts';
 
 const ROUNDS = 7;
 const SIZES = [1_024, 16_384, 262_144, 1_048_576];
@@ -29,6 +30,12 @@ const shapes: [string, string, (bytes: number, first: number) => string][] = [
     'exception.message',
     (bytes, first) => adversarialQuery(bytes, '=1', first).replaceAll('&', ' '),
   ],
+  // A header an attacker writes, recorded as free text: one unit repeated (no keys of its own).
+  ...WORST_ADVERSARIAL_TEXT.map(([shape, unit]): [string, string, (bytes: number) => string] => [
+    `free text (\`user_agent.original\`), ${shape}`,
+    'user_agent.original',
+    (bytes) => repeatedTo(unit, bytes),
+  ]),
 ];
 
 /**
@@ -81,22 +88,26 @@ const tracer = provider.getTracer('bench');
 /** 20 URLs of one shape, keys distinct across them (an attacker need not repeat a key). */
 const urls = (keys: (first: number) => string) =>
   Array.from({ length: 20 }, (_, i) => `https://h.example/p?${keys(100_000 + i * 200_000)}`);
+const userAgents = (bytes: number) => Array.from({ length: 20 }, () => repeatedTo('a=', bytes));
 const cappedRows: string[][] = [];
-for (const [label, batch] of [
+for (const [label, key, batch] of [
   [
     "2,460 secret-looking keys with values (the issue's request)",
+    'url.full',
     urls((first) => Array.from({ length: 2_460 }, (_, i) => `sig${first + i}=x`).join('&')),
   ],
-  ['1 MiB of `sig0=1&…`', urls((first) => adversarialQuery(1_048_576, '=1', first))],
+  ['1 MiB of `sig0=1&…`', 'url.full', urls((first) => adversarialQuery(1_048_576, '=1', first))],
+  ["16 KiB `User-Agent` of `a=a=…` (the review's request)", 'user_agent.original', userAgents(16_384)],
+  ['1 MiB `User-Agent` of `a=a=…`', 'user_agent.original', userAgents(1_048_576)],
 ] as const) {
   const perCall: number[] = [];
   const perSpan: number[] = [];
   for (let round = 0; round < ROUNDS + 2; round++) {
     let started = process.hrtime.bigint();
-    for (const url of batch) capped.attribute('url.full', url);
+    for (const value of batch) capped.attribute(key, value);
     const call = Number(process.hrtime.bigint() - started) / batch.length / 1_000;
     started = process.hrtime.bigint();
-    for (const url of batch) tracer.startSpan('GET', { attributes: { 'url.full': url, 'http.request.method': 'GET' } }).end();
+    for (const value of batch) tracer.startSpan('GET', { attributes: { [key]: value, 'http.request.method': 'GET' } }).end();
     const span = Number(process.hrtime.bigint() - started) / batch.length / 1_000;
     if (round >= 2) {
       perCall.push(call);
@@ -115,5 +126,5 @@ for (const [label, batch] of [
 console.log(
   `## With the default cap (16 KiB per value): µs per redaction, and per span through RedactionSpanProcessor, median (min–max) of ${ROUNDS} rounds × 20\n`,
 );
-table(['URL', 'size', 'Redactor.attribute(url.full) µs', 'span start + end µs'], cappedRows);
+table(['value', 'size', 'Redactor.attribute µs', 'span start + end µs'], cappedRows);
 await provider.shutdown();

@@ -171,6 +171,33 @@ export function adversarialQuery(bytes: number, value = '', first = 0): string {
 }
 
 /**
+ * Free text of one unit repeated, the shapes that cost redaction most per byte (bench/redaction):
+ * a harmless pair whose value runs on into the next pair (`a=a=…`: quadratic while a pair's value
+ * was matched and then rescanned), percent-encoded keys, quoted values.
+ */
+export const WORST_ADVERSARIAL_TEXT: readonly (readonly [shape: string, unit: string])[] = [
+  ['`a=a=…`', 'a='],
+  ['`%74=%74=…`', '%74='],
+  ['`a="a="…`', 'a="'],
+  ['`x: "x: "…`', 'x: "'],
+];
+/** {@link WORST_ADVERSARIAL_TEXT}, and more ways a scan could read the same bytes again (JSON, credential words, JWT-like runs). */
+export const ADVERSARIAL_TEXT: readonly (readonly [shape: string, unit: string])[] = [
+  ...WORST_ADVERSARIAL_TEXT,
+  ['`"a":"a":…`', '"a":'],
+  ['`\\"a\\":\\"…`', String.raw`\"a\":\"`],
+  ['`Bearer Bearer …`', 'Bearer '],
+  ['`eyJa.eyJa.…`', 'eyJa.'],
+  ['`;a=;a=…`', ';a='],
+  ['`aaa.bbb.ccc.…`', 'aaa.bbb.ccc.'],
+];
+
+/** `unit` repeated to exactly `bytes` characters. */
+export function repeatedTo(unit: string, bytes: number): string {
+  return unit.repeat(Math.ceil(bytes / unit.length)).slice(0, bytes);
+}
+
+/**
  * CPU time per call spent in lifeline's own functions (self time in a V8 CPU profile of `run`,
  * which makes `calls` calls), by package: far steadier than a throughput ratio on a shared
  * machine, since it counts only samples inside the code, not what the neighbours did meanwhile.

@@ -113,17 +113,25 @@ const PLAIN_KEYS: ReadonlySet<string> = new Set([
  * Free text is scanned once, left to right, by one regex of five alternatives; whichever starts
  * first wins, so a credential is never taken for a pair nor a pair's value for a key. Each
  * alternative can only start where its first character follows a character it cannot contain
- * (lookbehinds) or at a bounded prefix, so no position is scanned more than a bounded number of
- * times: linear in the text.
+ * (lookbehinds) or at a bounded prefix, and the scan never steps back over what a match read, so
+ * no position is scanned more than a bounded number of times: linear in the text.
  */
 /** A URL: handed to {@link Redactor.url}. A scheme of at most 32 characters: an unbounded one backtracks over long text. */
 const URL_SOURCE = String.raw`(?<url>\b[a-z][a-z0-9+.-]{0,31}:\/\/[^\s"'<>\\]*)`;
 /**
  * `Authorization: <Scheme> <credentials>` in any form (header line, `authorization=`, a JSON
- * key): the credentials are hidden whatever the scheme; the scheme stays, it is diagnostic. A
- * value already redacted is not read as a scheme, so a second pass changes nothing.
+ * key): the credentials are hidden whatever the scheme. A registered scheme stays, it is
+ * diagnostic; any other word there may be the credential itself (`authorization=s3cret (retry)`),
+ * so it is hidden with what follows it. A value already redacted is not read as a scheme, so a
+ * second pass changes nothing.
  */
-const AUTH_HEADER_SOURCE = String.raw`(?<authPrefix>(?<![\w-])(?:proxy-)?authorization\\?["']?\s*[:=]\s*\\?["']?(?:(?!${REDACTED}\b)[a-z][\w-]{0,31}\s+)?)(?<authValue>[^\s"'\\,;]+)`;
+const AUTH_HEADER_SOURCE = String.raw`(?<authPrefix>(?<![\w-])(?:proxy-)?authorization\\?["']?\s*[:=]\s*\\?["']?)(?<authScheme>(?!${REDACTED}\b)[a-z][\w-]{0,31}\s+)?(?<authValue>[^\s"'\\,;]+)`;
+/** Authorization schemes shown as they are: IANA's registry, and common ones of cloud APIs. */
+const AUTH_SCHEMES = new Set(
+  'basic bearer concealed digest dpop gnap hoba mutual negotiate oauth privatetoken scram-sha-1 scram-sha-256 vapid token ntlm apikey aws4-hmac-sha256 sharedkey sharedaccesssignature hawk ssws splunk'.split(
+    ' ',
+  ),
+);
 /** A bare `Bearer x` / `Basic x` credential. */
 const CREDENTIAL_SOURCE = String.raw`(?<credPrefix>\b(?:bearer|basic)\s+)(?<credValue>[A-Za-z0-9._~+/=-]+)`;
 /** A JWT (header.payload[.signature]; both JSON objects, so both base64url parts start `eyJ`). */
@@ -132,9 +140,15 @@ const JWT_SOURCE = String.raw`(?<jwt>(?<![\w-])eyJ[\w-]+\.eyJ[\w-]+(?:\.[\w-]*)?
  * `key=value`, `key: value` (the space keeps a stack frame's `file.js:12:3` out), `"key":"value"`
  * (also as escaped JSON inside a string), `key="value"`, and a key followed by a quoted value
  * (SQL's `PASSWORD 'x'`, `IDENTIFIED BY 'x'`). Keys are bounded to 128 characters so a long run
- * of key characters costs at most 128 steps per run.
+ * of key characters costs at most 128 steps per run. The match stops before the value (a
+ * lookahead only checks that one starts: {@link PAIR_VALUE}'s first characters): a secret key's
+ * value is then read once by {@link PAIR_VALUE}, a harmless key's is scanned on as text (it may
+ * hold a secret). Matching the value here and rescanning it read `a=a=a=…` once per `=`: quadratic.
  */
-const PAIR_SOURCE = String.raw`(?<![\w.\-[\]%])(?<key>identified\s+by|[\w.\-[\]%]{1,128})(?<sep>\s*=\s*|:\s+|\\?["']\s*[:=]\s*|\s+(?=\\?["']))(?<value>"(?:[^"\\\r\n]|\\.)*"?|\\"[^"\\\r\n]*(?:\\")?|'[^'\r\n]*'?|[^\s&;,"'\\]+)`;
+const PAIR_SOURCE = String.raw`(?<![\w.\-[\]%])(?<key>identified\s+by|[\w.\-[\]%]{1,128})(?<sep>\s*=\s*|:\s+|\\?["']\s*[:=]\s*|\s+(?=\\?["']))(?=\\"|["']|[^\s&;,"'\\])`;
+/** The value of a secret pair, read where the pair's match ends: a quoted string (JSON, escaped JSON, SQL), or up to a space, `&;,`, a quote or a backslash. */
+const PAIR_VALUE = /"(?:[^"\\\r\n]|\\.)*"?|\\"[^"\\\r\n]*(?:\\")?|'[^'\r\n]*'?|[^\s&;,"'\\]+/y;
+const IDENTIFIED_BY = /^identified\s+by$/i;
 const SCANNER = new RegExp([URL_SOURCE, AUTH_HEADER_SOURCE, CREDENTIAL_SOURCE, JWT_SOURCE, PAIR_SOURCE].join('|'), 'gi');
 const JWT = new RegExp(JWT_SOURCE, 'g');
 /**
@@ -312,22 +326,26 @@ export class Redactor {
     let copied = 0;
     for (let match = scanner.exec(text); match !== null; match = scanner.exec(text)) {
       const groups = match.groups ?? {};
-      const { url, authPrefix, authValue, credPrefix, credValue, jwt, key, sep, value } = groups;
+      const { url, authPrefix, authScheme, authValue, credPrefix, credValue, jwt, key, sep } = groups;
       let replacement: string | undefined;
       if (url !== undefined) replacement = this.#url(url);
-      else if (authPrefix !== undefined && authValue !== undefined)
-        replacement = authValue === REDACTED ? undefined : `${authPrefix}${REDACTED}`;
-      else if (credPrefix !== undefined && credValue !== undefined)
+      else if (authPrefix !== undefined && authValue !== undefined) {
+        const scheme = authScheme !== undefined && AUTH_SCHEMES.has(authScheme.trimEnd().toLowerCase()) ? authScheme : '';
+        replacement = authValue === REDACTED ? undefined : `${authPrefix}${scheme}${REDACTED}`;
+      } else if (credPrefix !== undefined && credValue !== undefined)
         replacement = credValue === REDACTED ? undefined : `${credPrefix}${REDACTED}`;
       else if (jwt !== undefined) replacement = REDACTED;
-      else if (key !== undefined && sep !== undefined && value !== undefined) {
-        if (this.isSecretKey(key) || /^identified\s+by$/i.test(key)) replacement = `${key}${sep}${quoted(value)}`;
-        // Not a secret: its value may still hold one ("error: password=…", "{"body":"token=…"}").
-        else scanner.lastIndex = match.index + key.length + sep.length;
+      // A harmless key's value is left to the scan, which goes on from it: it may still hold a
+      // secret ("error: password=…", "{"body":"token=…"}").
+      else if (key !== undefined && sep !== undefined && (this.isSecretKey(key) || IDENTIFIED_BY.test(key))) {
+        PAIR_VALUE.lastIndex = scanner.lastIndex;
+        const value = PAIR_VALUE.exec(text)?.[0] ?? '';
+        scanner.lastIndex += value.length; // past the value: it is never read again
+        if (quoted(value) !== value) replacement = `${key}${sep}${quoted(value)}`;
       }
       if (replacement !== undefined && replacement !== match[0]) {
         result += text.slice(copied, match.index) + replacement;
-        copied = match.index + match[0].length;
+        copied = scanner.lastIndex;
       }
     }
     return copied === 0 ? text : result + text.slice(copied);
