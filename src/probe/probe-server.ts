@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { invalidOption, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import type { DiagnosticSnapshot, InFlightNode } from '../diagnostics/index.js';
-import { SELF_COMPONENT, type HealthStatus, type ProbeKind } from '../health/index.js';
+import type { HealthStatus, ProbeKind } from '../health/index.js';
 import { defaultLogger, logSwallowed, type Logger } from '../log/index.js';
 
 // Required, not imported: an ES import of node:http evaluates all its exports, which loads Node's
@@ -613,11 +613,11 @@ function failureLog(logger: Logger, intervalMs: number): (probe: ProbeKind, unhe
 
 /**
  * Whether the server holding `port` answers `/live` as a lifeline probe server does (its verdicts
- * always name the catalog's own `healthcheck`). A second process of the same pod — a cluster
+ * always name the catalog's own component, `selfComponent`). A second process of the same pod — a cluster
  * worker, a forked helper, a script run with `kubectl exec` — finds the service's lifeline there:
  * the kubelet's probes are answered, so it can run without a probe server of its own.
  */
-export function answeredByLifeline(port: number, host: string = defaultHost(), timeoutMs = 1_000): Promise<boolean> {
+export function answeredByLifeline(port: number, selfComponent: string, host: string = defaultHost(), timeoutMs = 1_000): Promise<boolean> {
   return new Promise((resolve) => {
     const req = get(
       { host: urlHost(host).replace(/^\[|\]$/g, ''), port, path: '/live', timeout: timeoutMs, headers: { host: 'localhost' } },
@@ -629,7 +629,7 @@ export function answeredByLifeline(port: number, host: string = defaultHost(), t
           if (text.length > 16_384) req.destroy();
         });
         res.on('end', () => {
-          resolve(isProbeBody(text));
+          resolve(isProbeBody(text, selfComponent));
         });
       },
     );
@@ -640,7 +640,7 @@ export function answeredByLifeline(port: number, host: string = defaultHost(), t
   });
 }
 
-function isProbeBody(text: string): boolean {
+function isProbeBody(text: string, selfComponent: string): boolean {
   try {
     const body = JSON.parse(text) as { status?: unknown; healthy?: unknown; unhealthy?: unknown };
     const { healthy, unhealthy } = body;
@@ -648,7 +648,7 @@ function isProbeBody(text: string): boolean {
       (body.status === 'pass' || body.status === 'fail') &&
       Array.isArray(healthy) &&
       Array.isArray(unhealthy) &&
-      (healthy.includes(SELF_COMPONENT) || unhealthy.includes(SELF_COMPONENT))
+      (healthy.includes(selfComponent) || unhealthy.includes(selfComponent))
     );
   } catch {
     return false;

@@ -156,8 +156,18 @@ export interface LifelineParts {
   start(): Promise<Lifeline>;
 }
 
-/** Builds the parts; `stopSdk` is how {@link startLifeline} makes shutdown stop the SDK it owns. */
-export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Promise<void>): LifelineParts {
+/** What {@link startLifeline} gets beside the parts. */
+export interface AssembledParts extends LifelineParts {
+  /** Stops what the parts started early (the watchdog thread) when `start` is never called. */
+  discard(): Promise<void>;
+}
+
+/**
+ * Builds the parts; `stopSdk` is how {@link startLifeline} makes shutdown stop the SDK it owns.
+ * `early` starts the watchdog thread now: it boots on another core while the SDK and the
+ * instrumentations load, instead of after them, on the path to the app's first answer.
+ */
+export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Promise<void>, early = false): AssembledParts {
   const unsupported = unsupportedNode();
   if (unsupported !== undefined) throw new LifelineError('ERR_UNSUPPORTED_NODE', unsupported);
   const { shutdownTimeoutMs } = options;
@@ -192,6 +202,37 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
   let started = false;
   const metricsOptions = metricsFrom(options.metrics);
 
+  const makeWatchdog = (): Watchdog | undefined => {
+    if (options.watchdog === false) return undefined;
+    const redact = options.diagnostics?.redact;
+    try {
+      const onBlock = options.watchdog?.onBlock;
+      return startWatchdog({
+        thresholdMs: Math.min(interval, 5_000),
+        ...(redact === undefined ? {} : { redact }),
+        ...(options.logger === undefined ? {} : { logger: options.logger }),
+        ...options.watchdog,
+        ...(options.probe === false ? {} : { prepareProbes: true }),
+        onBlock: (block) => {
+          try {
+            // Past the catalog's own limit its healthcheck failed, and no round could record that verdict.
+            if (block.blockedMs >= health.stallAfterMs) diagnostics.onEventLoopBlock(block, () => withSelfCheckFailed(health.diagnose()));
+          } finally {
+            onBlock?.(block);
+          }
+        },
+      });
+    } catch (err) {
+      if ((err as LifelineError).code !== 'ERR_WATCHDOG_UNAVAILABLE') throw err;
+      (options.logger ?? defaultLogger()).warn(
+        { err: (err as Error).message },
+        'lifeline: no watchdog thread; probes are served on the main thread',
+      );
+      return undefined;
+    }
+  };
+  let earlyWatchdog = early ? makeWatchdog() : undefined;
+
   return {
     spanProcessors: [
       inFlight,
@@ -219,6 +260,11 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       ignoreIncomingRequestHook: (req) =>
         (probePort !== undefined && req.socket.localPort === probePort) || (config.ignoreIncomingRequestHook?.(req) ?? false),
     }),
+    discard: async () => {
+      const thread = earlyWatchdog;
+      earlyWatchdog = undefined;
+      await thread?.close();
+    },
     start: async () => {
       if (started) throw new LifelineError('ERR_ALREADY_STARTED', 'these lifeline parts are already started');
       // Two lifelines would fight over the global dispatcher, node:http and SIGTERM.
@@ -243,33 +289,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
           dispatcher = installDeadlineDispatcher(deadlines);
           httpDeadlines = installHttpDeadlines(deadlinePolicy);
         }
-        if (options.watchdog !== false) {
-          const redact = options.diagnostics?.redact;
-          try {
-            const onBlock = options.watchdog?.onBlock;
-            watchdog = startWatchdog({
-              thresholdMs: Math.min(interval, 5_000),
-              ...(redact === undefined ? {} : { redact }),
-              ...(options.logger === undefined ? {} : { logger: options.logger }),
-              ...options.watchdog,
-              onBlock: (block) => {
-                try {
-                  // Past the catalog's own limit its healthcheck failed, and no round could record that verdict.
-                  if (block.blockedMs >= health.stallAfterMs)
-                    diagnostics.onEventLoopBlock(block, () => withSelfCheckFailed(health.diagnose()));
-                } finally {
-                  onBlock?.(block);
-                }
-              },
-            });
-          } catch (err) {
-            if ((err as LifelineError).code !== 'ERR_WATCHDOG_UNAVAILABLE') throw err;
-            (options.logger ?? defaultLogger()).warn(
-              { err: (err as Error).message },
-              'lifeline: no watchdog thread; probes are served on the main thread',
-            );
-          }
-        }
+        watchdog = early ? earlyWatchdog : makeWatchdog();
+        earlyWatchdog = undefined;
         // With a watchdog the probes are served from its thread: they answer while this loop is blocked.
         const guard = watchdog;
         const serve =
@@ -439,7 +460,7 @@ async function probeServer(
     if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
     const port = rest.port ?? 5555;
     // Another lifeline process of this pod answers the kubelet: nothing would lie, nothing to fail.
-    const lifeline = await answeredByLifeline(port, rest.host);
+    const lifeline = await answeredByLifeline(port, SELF_COMPONENT, rest.host);
     if (!lifeline && whenPortBusy === 'fail') throw err;
     (logger ?? defaultLogger()).warn(
       { port },

@@ -117,37 +117,39 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
   const parts = assembleParts(
     { ...options, ...(watchdog === undefined ? {} : { watchdog }) },
     () => owned.sdk?.shutdown() ?? Promise.resolve(),
+    true, // the watchdog thread boots while the SDK loads
   );
-  // Every module first, then every instrumentation at once: see lifelineParts' instrumentations.
-  const [{ NodeSDK }, makeInstrumentations, spanProcessors] = await Promise.all([
-    import('@opentelemetry/sdk-node'),
-    instrumentationsOf(options),
-    exportingProcessors(options),
-  ]);
-  const instrumentations = [...parts.instrumentations, ...makeInstrumentations(parts), ...(options.instrumentations ?? [])];
-  const sampler = options.sampler ?? samplerFromEnv(process.env, loggerOrDefault(options.logger));
-  const config: Partial<NodeSDKConfiguration> = {
-    sampler: options.evidence === false ? sampler : new EvidenceSampler(sampler),
-    spanProcessors: [
-      ...parts.spanProcessors,
-      ...(options.evidence === false ? spanProcessors : [new EvidenceSpanProcessor(spanProcessors, options.evidence)]),
-    ],
-    textMapPropagator: parts.propagator,
-    idGenerator: parts.idGenerator,
-    instrumentations,
-    // Logs and metrics stay off unless their exporters are asked for: lifeline is about traces.
-    ...(process.env.OTEL_LOGS_EXPORTER === undefined ? { logRecordProcessors: [] } : {}),
-    ...(process.env.OTEL_METRICS_EXPORTER === undefined ? { metricReaders: [] } : {}),
-    ...(options.serviceName === undefined ? {} : { serviceName: options.serviceName }),
-  };
-  const sdk = new NodeSDK(config);
-  sdk.start();
-  owned.sdk = sdk;
   try {
+    // Every module first, then every instrumentation at once: see lifelineParts' instrumentations.
+    const [{ NodeSDK }, makeInstrumentations, spanProcessors] = await Promise.all([
+      import('@opentelemetry/sdk-node'),
+      instrumentationsOf(options),
+      exportingProcessors(options),
+    ]);
+    const instrumentations = [...parts.instrumentations, ...makeInstrumentations(parts), ...(options.instrumentations ?? [])];
+    const sampler = options.sampler ?? samplerFromEnv(process.env, loggerOrDefault(options.logger));
+    const config: Partial<NodeSDKConfiguration> = {
+      sampler: options.evidence === false ? sampler : new EvidenceSampler(sampler),
+      spanProcessors: [
+        ...parts.spanProcessors,
+        ...(options.evidence === false ? spanProcessors : [new EvidenceSpanProcessor(spanProcessors, options.evidence)]),
+      ],
+      textMapPropagator: parts.propagator,
+      idGenerator: parts.idGenerator,
+      instrumentations,
+      // Logs and metrics stay off unless their exporters are asked for: lifeline is about traces.
+      ...(process.env.OTEL_LOGS_EXPORTER === undefined ? { logRecordProcessors: [] } : {}),
+      ...(process.env.OTEL_METRICS_EXPORTER === undefined ? { metricReaders: [] } : {}),
+      ...(options.serviceName === undefined ? {} : { serviceName: options.serviceName }),
+    };
+    const sdk = new NodeSDK(config);
+    sdk.start();
+    owned.sdk = sdk;
     if (options.esmHook) await installEsmHook(instrumentedModules(instrumentations));
     return await parts.start();
   } catch (err) {
-    await sdk.shutdown();
+    await parts.discard();
+    await owned.sdk?.shutdown();
     throw err;
   }
 }

@@ -27,6 +27,8 @@ export interface WatchdogWorkerData {
   readonly redact: RedactionOptions | undefined;
   /** The catalog's own component, failed in probe answers while the loop is blocked. */
   readonly selfComponent: string;
+  /** Load the probe server at once, while the main thread still loads the SDK. */
+  readonly prepareProbes: boolean;
 }
 
 /** Probe server options that cross threads: everything but the catalog and the logger. */

@@ -214,9 +214,14 @@ parentPort?.on('message', (message: ToWatchdog) => {
   }
 });
 
+/** The probe server's module, loaded as the thread boots when probes will be asked for. */
+let probeModule: Promise<typeof import('../probe/index.js')> | undefined = config.prepareProbes ? import('../probe/index.js') : undefined;
+probeModule?.catch(() => undefined); // its failure is serve's to report
+
 async function serve(options: ServedProbeOptions): Promise<void> {
   try {
-    const { startProbeServer } = await import('../probe/index.js');
+    probeModule ??= import('../probe/index.js');
+    const { startProbeServer } = await probeModule;
     const relay = (level: 'warn' | 'info' | 'debug') => (fields: object, msg: string) => {
       tell({ type: 'log', level, fields, msg });
     };

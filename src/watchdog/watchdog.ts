@@ -36,6 +36,8 @@ export interface WatchdogOptions {
   logger?: Logger;
   /** Called on the main thread once a block has ended. */
   onBlock?: (block: EventLoopBlock) => void;
+  /** @internal The thread loads the probe server as it boots: probes will be asked for. */
+  prepareProbes?: boolean;
 }
 
 /** A block of the event loop, as told to the main thread once it ended. */
@@ -150,6 +152,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     serviceName,
     redact,
     selfComponent: SELF_COMPONENT,
+    prepareProbes: options.prepareProbes === true,
   };
   // No --import or loader hooks of the app's in this thread: it only watches, serves probes and exports.
   const script = new URL('./watchdog-worker.js', import.meta.url);
