@@ -55,7 +55,11 @@ describe('lifeline/register (README: Configuration)', () => {
       );
       // A client that connects and says nothing holds the one slot (with the default 64, it would stay).
       const holder = connect(port, '127.0.0.1');
-      const closed = new Promise<void>((resolve) => holder.once('close', () => resolve()));
+      const closed = new Promise<void>((resolve) =>
+        holder.once('close', () => {
+          resolve();
+        }),
+      );
       holder.on('error', () => undefined);
       await new Promise<void>((resolve) =>
         holder.once('connect', () => {
