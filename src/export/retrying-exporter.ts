@@ -101,7 +101,11 @@ export class RetryingExporter implements SpanExporter {
     this.exporter.export(spans, (result) => {
       if (result.code !== ExportResultCode.SUCCESS) {
         const advice = retryAdvice(result);
-        if (advice.retryable) {
+        if (advice.retryable && this.#shutDown) {
+          // An export that was under way at shutdown: no retry will come, so the loss is said.
+          this.#drop(spans.length, 'shutdown');
+          this.#drops.flush();
+        } else if (advice.retryable) {
           this.#keep(spans);
           this.#retryAfterMs = advice.afterMs;
           this.#schedule();

@@ -619,26 +619,49 @@ function failureLog(logger: Logger, intervalMs: number): (probe: ProbeKind, unhe
  */
 export function answeredByLifeline(port: number, selfComponent: string, host: string = defaultHost(), timeoutMs = 1_000): Promise<boolean> {
   return new Promise((resolve) => {
-    const req = get(
-      { host: urlHost(host).replace(/^\[|\]$/g, ''), port, path: '/live', timeout: timeoutMs, headers: { host: 'localhost' } },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => {
-          text += chunk;
-          if (text.length > 16_384) req.destroy();
-        });
-        res.on('end', () => {
-          resolve(isProbeBody(text, selfComponent));
-        });
-      },
-    );
-    req.on('timeout', () => req.destroy());
+    // Whatever the holder does (a big page, a body that stalls or drips), the answer is given once,
+    // within timeoutMs in all, from at most 16 KiB: a holder that is not lifeline must not stall start-up.
+    let settled = false;
+    const settle = (lifeline: boolean): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      req.destroy();
+      resolve(lifeline);
+    };
+    const timer = setTimeout(() => {
+      settle(false);
+    }, timeoutMs);
+    const req = get({ host: urlHost(host).replace(/^\[|\]$/g, ''), port, path: '/live', headers: { host: 'localhost' } }, (res) => {
+      const length = Number(res.headers['content-length'] ?? 0);
+      if ((res.statusCode !== 200 && res.statusCode !== 503) || length > MAX_PROBE_BODY) {
+        settle(false);
+        return;
+      }
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        text += chunk;
+        if (text.length > MAX_PROBE_BODY) settle(false);
+      });
+      res.on('end', () => {
+        settle(isProbeBody(text, selfComponent));
+      });
+      res.on('error', () => {
+        settle(false);
+      });
+      res.on('close', () => {
+        settle(false); // after 'end' this changes nothing
+      });
+    });
     req.on('error', () => {
-      resolve(false);
+      settle(false);
     });
   });
 }
+
+/** More than any verdict list a lifeline probe answer holds for the check above. */
+const MAX_PROBE_BODY = 16_384;
 
 function isProbeBody(text: string, selfComponent: string): boolean {
   try {

@@ -231,21 +231,24 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       return undefined;
     }
   };
+  const spanProcessors = [
+    inFlight,
+    new DeadlineSpanProcessor(),
+    new RedactionSpanProcessor(redact),
+    ...(metricsOptions === undefined
+      ? []
+      : [new DeadlineMetricsSpanProcessor({ ...(metricsOptions.meterProvider ? { meterProvider: metricsOptions.meterProvider } : {}) })]),
+  ];
+  const propagator = new CompositePropagator({
+    propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator(), new DeadlinePropagator(options.propagation)],
+  });
+  // Last: every option is valid by now, so nothing can throw and leave the thread running.
   let earlyWatchdog = early ? makeWatchdog() : undefined;
 
   return {
-    spanProcessors: [
-      inFlight,
-      new DeadlineSpanProcessor(),
-      new RedactionSpanProcessor(redact),
-      ...(metricsOptions === undefined
-        ? []
-        : [new DeadlineMetricsSpanProcessor({ ...(metricsOptions.meterProvider ? { meterProvider: metricsOptions.meterProvider } : {}) })]),
-    ],
+    spanProcessors,
     idGenerator: ids,
-    propagator: new CompositePropagator({
-      propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator(), new DeadlinePropagator(options.propagation)],
-    }),
+    propagator,
     get instrumentations() {
       return instrumentations();
     },

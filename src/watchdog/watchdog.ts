@@ -121,6 +121,15 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     numberOption('watchdog.minReportIntervalMs', minReportIntervalMs, { min: 0, unit: 'ms' }); // Infinity: report one block only
   const logger = loggerOrDefault(options.logger);
 
+  // No --import or loader hooks of the app's in this thread: it only watches, serves probes and exports.
+  const script = new URL('./watchdog-worker.js', import.meta.url);
+  // A bundle that left the thread's file behind, or lifeline's sources run as they are.
+  if (!existsSync(fileURLToPath(script))) {
+    throw new LifelineError(
+      'ERR_WATCHDOG_UNAVAILABLE',
+      `the watchdog thread's script is missing (${fileURLToPath(script)}): keep otel-lifeline out of bundles`,
+    );
+  }
   // A beat every quarter threshold (at most 250 ms): a block is seen within 1¼ thresholds.
   const periodMs = Math.max(5, Math.min(250, thresholdMs / 4));
   const heartbeat = new SharedArrayBuffer(HEARTBEAT_SLOTS * Int32Array.BYTES_PER_ELEMENT);
@@ -154,16 +163,6 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     selfComponent: SELF_COMPONENT,
     prepareProbes: options.prepareProbes === true,
   };
-  // No --import or loader hooks of the app's in this thread: it only watches, serves probes and exports.
-  const script = new URL('./watchdog-worker.js', import.meta.url);
-  // A bundle that left the thread's file behind, or lifeline's sources run as they are.
-  if (!existsSync(fileURLToPath(script))) {
-    clearInterval(beat);
-    throw new LifelineError(
-      'ERR_WATCHDOG_UNAVAILABLE',
-      `the watchdog thread's script is missing (${fileURLToPath(script)}): keep otel-lifeline out of bundles`,
-    );
-  }
   // Nor the preloads of NODE_OPTIONS (APM agents, test-runner hooks), which a worker reads from its env.
   const { NODE_OPTIONS: _preloads, ...env } = process.env;
   const worker = new Worker(script, { workerData: data, execArgv: [], env, resourceLimits: { maxOldGenerationSizeMb: 64 } });

@@ -84,6 +84,7 @@ const VALUE_SECRETS: Record<string, string> = {
   'app.note': 'connect.sid=SECRET-4; theme=dark',
   'app.session': 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.SECRET-5-sig',
   'url.full': 'https://api.example.com/cb;jsessionid=SECRET-6?code=1&api_key=SECRET-7&page=2',
+  'app.retry': 'failed: authorization=SECRET-12 (retry)', // no scheme: the word is the credential
 };
 const VALUE_KEPT: Record<string, string> = {
   'app.query': 'author=jane&country_code=de&design=flat&signal=1',
@@ -108,6 +109,7 @@ describe("the agent tier (agent.yaml on lifeline's collector) scrubs credentials
         attributes: { ...VALUE_SECRETS, ...VALUE_KEPT },
       });
       span.addEvent('exception', { 'exception.message': 'login failed for password=SECRET-9' });
+      span.addEvent('upstream answered', { body: '{"password":"SECRET-10"}', request: 'Authorization: Bearer SECRET-11' });
       span.end();
       await provider.forceFlush();
       await provider.shutdown();
@@ -124,6 +126,8 @@ describe("the agent tier (agent.yaml on lifeline's collector) scrubs credentials
       for (const key of Object.keys(VALUE_SECRETS)) expect(tags[key], key).toContain('REDACTED');
       expect(tags['url.full']).toBe('https://api.example.com/cb;jsessionid=REDACTED?code=1&api_key=REDACTED&page=2');
       expect(events).toContain('login failed for password=REDACTED');
+      expect(events).toContain('{"password":"REDACTED"}');
+      expect(events).toContain('Authorization: Bearer REDACTED');
       for (const [key, value] of Object.entries(VALUE_KEPT)) expect(tags[key], key).toBe(value);
     } finally {
       await tier.stop();

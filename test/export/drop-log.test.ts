@@ -4,7 +4,7 @@ import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, Periodic
 import { TracerProvider } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { RetryingExporter, batchProcessorFromEnv } from '../../src/export/index.js';
-import { endedSpans, FakeCollector, REFUSED, warnings } from './support.js';
+import { endedSpans, exportThrough, FakeCollector, REFUSED, warnings } from './support.js';
 
 afterEach(() => {
   vi.useRealTimers();
@@ -99,5 +99,19 @@ describe("the batch processor's queue, full while an export hangs (a blackholed 
       metrics.disable();
       await meters.shutdown();
     }
+  });
+});
+
+describe('an export under way at shutdown that then fails', () => {
+  it('is counted and said as dropped at shutdown, not kept for a retry that never comes', async () => {
+    const { logger, lines } = warnings();
+    const collector = new FakeCollector('hold');
+    const retrying = new RetryingExporter(collector, logger);
+    const exported = exportThrough(retrying, endedSpans('late', 3));
+    await retrying.shutdown();
+    collector.release(REFUSED); // the collector went away: a retryable failure, once shutdown is over
+    await exported;
+    expect(retrying.dropped).toBe(3);
+    expect(dropLines(lines).map((line) => line.fields)).toEqual([expect.objectContaining({ dropped: 3, reasons: { shutdown: 3 } })]);
   });
 });

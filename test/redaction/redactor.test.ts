@@ -226,6 +226,9 @@ function perByteRatio(work: { small: () => void; large: () => void }): number {
   return leastTime(work.large, 5) / leastTime(work.small, 5);
 }
 
+/** Linear is ~1; a neighbour busy on both cores reached 3.2; quadratic is 34 and more. */
+const MAX_RATIO = 8;
+
 describe('Redactor: linear, bounded, once', () => {
   it.each([
     ['keys only (sig0&sig1&…)', ''],
@@ -250,7 +253,7 @@ describe('Redactor: linear, bounded, once', () => {
         uncapped.attribute('url.query', `?${large}`);
       },
     };
-    expect(perByteRatio(work)).toBeLessThan(3);
+    expect(perByteRatio(work)).toBeLessThan(MAX_RATIO);
   });
 
   it.each(ADVERSARIAL_TEXT)('free text costs the same per byte at 1 KB and 64 KB: %s', (_shape, unit) => {
@@ -265,7 +268,7 @@ describe('Redactor: linear, bounded, once', () => {
       },
       large: () => uncapped.attribute('user_agent.original', large),
     });
-    expect(ratio).toBeLessThan(3);
+    expect(ratio).toBeLessThan(MAX_RATIO);
   });
 
   it('a URL with 2,460 secret-looking keys (~21 KB): every value replaced, cut at the cap', () => {

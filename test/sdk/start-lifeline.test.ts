@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, it } from 'vitest';
+import { runModule } from '../support/node.js';
 import { Health } from '../../src/index.js';
 import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
 
@@ -56,6 +57,24 @@ describe('startLifeline (README: Add it to your service)', () => {
     } finally {
       taken.close();
     }
+  });
+
+  it('a start refused for a bad option leaves no watchdog thread behind (the thread starts while the SDK loads)', async () => {
+    // The built package (the thread's script exists only there): after the refused start, a 400 ms
+    // block past a 50 ms threshold must not be reported by an orphaned thread.
+    const result = await runModule(
+      `import { startLifeline } from 'otel-lifeline/sdk';
+       const err = await startLifeline({ probe: false, propagation: { minInboundMs: -5 }, watchdog: { thresholdMs: 50 } }).catch((e) => e);
+       console.log('refused', err.code);
+       const until = Date.now() + 400;
+       while (Date.now() < until);
+       await new Promise((resolve) => setTimeout(resolve, 300));
+       console.log('done');`,
+      { env: { ...process.env, OTEL_TRACES_EXPORTER: 'none' } },
+    );
+    expect(result.stdout).toContain('refused ERR_INVALID_OPTION');
+    expect(result.stdout).toContain('done');
+    expect(result.stdout).not.toContain('event loop blocked');
   });
 
   it('a second start in the same process is refused while the first runs', async () => {
