@@ -207,7 +207,8 @@ describe.each(SERVICES)('$name ($runner)', (service) => {
   });
 
   it('a busy default probe port (5555) does not stop the service: one line, then it serves', async () => {
-    const blocker = createServer();
+    // Holds the port, reads what comes and never answers: lifeline asks it whether it is a lifeline.
+    const blocker = createServer((socket) => socket.resume());
     const blocked = await listen(blocker, 5555).then(
       () => true,
       (err: unknown) => {
