@@ -218,3 +218,32 @@ describe('OTLP/gRPC, on loopback', () => {
     }
   });
 });
+
+describe("a collector's status details are read without trusting them", () => {
+  it('malformed or random grpc-status-details-bin: never throws; a delay, when read, is finite and at least 0', () => {
+    const unavailable = (details: Buffer): ExportResult => {
+      const metadata = new grpc.Metadata();
+      metadata.add('grpc-status-details-bin', details);
+      return { code: ExportResultCode.FAILED, error: Object.assign(new Error('unavailable'), { code: 14, metadata }) };
+    };
+    const shapes = [
+      Buffer.alloc(0),
+      Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]), // a varint past 10 bytes
+      Buffer.from([0x1a, 0xff, 0xff, 0xff, 0x0f]), // a length far past the end
+      Buffer.from([0x1b, 0x00]), // a group wire type
+      Buffer.from([0x1a, 0x02, 0x0a]), // a detail cut short
+    ];
+    let seed = 7;
+    const random = (): number => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+    for (let i = 0; i < 2_000; i++)
+      shapes.push(Buffer.from(Array.from({ length: Math.floor(random() * 64) }, () => Math.floor(random() * 256))));
+    for (const details of shapes) {
+      const advice = retryAdvice(unavailable(details));
+      expect(advice.retryable).toBe(true); // UNAVAILABLE is retried whatever its details say
+      if (advice.afterMs !== undefined) {
+        expect(Number.isFinite(advice.afterMs)).toBe(true);
+        expect(advice.afterMs).toBeGreaterThanOrEqual(0);
+      }
+    }
+  });
+});
