@@ -1,5 +1,4 @@
 export {
-  answeredByLifeline,
   EventLoopBlockedError,
   isLoopback,
   startProbeServer,
@@ -7,3 +6,6 @@ export {
   type ProbeServer,
   type ProbeServerOptions,
 } from './probe-server.js';
+export { INSTANCE_ENV, instanceValue, newInstanceKey } from './instance.js';
+export { joinHolder, type MemberReporter } from './member-reporter.js';
+export { describePortHolder } from './port-holder.js';

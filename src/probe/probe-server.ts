@@ -5,10 +5,12 @@ import { invalidOption, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import type { DiagnosticSnapshot, InFlightNode } from '../diagnostics/index.js';
 import type { HealthStatus, ProbeKind } from '../health/index.js';
 import { defaultLogger, logSwallowed, type Logger } from '../log/index.js';
+import { dialHost, MEMBER_ROUTE } from './instance.js';
+import { ServiceMembers } from './members.js';
 
 // Required, not imported: an ES import of node:http evaluates all its exports, which loads Node's
 // bundled undici and sets the process's global dispatcher. Importing lifeline must change no global.
-const { createServer, get } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
+const { createServer } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
 
 /** What a probe server reads: a {@link Health} catalog, or (in the watchdog thread) its published verdicts. */
 export interface HealthView {
@@ -53,6 +55,14 @@ export interface ProbeServerOptions {
   maxUnsentBytes?: number;
   /** Requests read per second, for the whole server: past it, connections are paused (TCP pushes back on the sender) until the budget refills. Default 1 000. */
   maxRequestsPerSecond?: number;
+  /**
+   * This service instance's key (made by lifeline when it starts the probe server, and handed to
+   * the processes it starts through their environment). With it, a process of the instance that
+   * finds the port taken — a `node:cluster` worker, a forked helper — reports its liveness here,
+   * proving itself with the key: `/live` then fails while any such process is unhealthy
+   * (`db@4242`) or its event loop stops (`healthcheck@4242`). Without it, nobody can report.
+   */
+  instanceKey?: string;
 }
 
 /** A running probe server. */
@@ -105,6 +115,7 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
     maxRequestsPerConnection = 100,
     maxUnsentBytes = 65_536,
     maxRequestsPerSecond = 1_000,
+    instanceKey,
   } = options;
   numberOption('port', port, { min: 0, max: 65_535, integer: true });
   if (typeof host !== 'string' || host === '') throw invalidOption('host', host, 'a non-empty host name or address');
@@ -116,8 +127,12 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
   numberOption('maxRequestsPerConnection', maxRequestsPerConnection, { min: 1, integer: true });
   numberOption('maxUnsentBytes', maxUnsentBytes, { min: 1, integer: true });
   numberOption('maxRequestsPerSecond', maxRequestsPerSecond, { min: 0, above: true });
+  if (instanceKey !== undefined && (typeof instanceKey !== 'string' || instanceKey.length < 32))
+    throw invalidOption('instanceKey', '(hidden)', 'a string of at least 32 characters');
 
   const logFailure = failureLog(logger, failureLogIntervalMs);
+  const members = instanceKey === undefined ? undefined : new ServiceMembers(instanceKey);
+  const view = members === undefined ? health : withMembers(health, members);
   const clients = new ClientLimits(maxRequestsPerConnection, maxUnsentBytes, new RequestBudget(maxRequestsPerSecond));
   const slots = new ConnectionSlots(maxConnections, maxConnectionsPerAddress);
   const server = createServer(
@@ -131,7 +146,7 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
     },
     (req, res) => {
       slots.answering(req.socket, res); // a request complete: no longer a slow client's
-      if (clients.admit(req, res)) answer(health, req, res, logFailure, debugDiagnostics ? logger : undefined);
+      if (clients.admit(req, res)) answer(view, req, res, logFailure, debugDiagnostics ? logger : undefined, members);
     },
   );
   server.on('clientError', refuse);
@@ -175,10 +190,18 @@ function answer(
   logFailure: (probe: ProbeKind, unhealthy: readonly string[]) => void,
   /** Set when `/debug/diagnostics` is served: where its failures are said. */
   debugDiagnostics: Logger | undefined,
+  members: ServiceMembers | undefined,
 ): void {
   const url = req.url ?? '/';
   const query = url.indexOf('?');
   const path = query === -1 ? url : url.slice(0, query);
+  // Members run on this machine (in a pod: this network namespace); the route is not shown to others.
+  if (path === MEMBER_ROUTE && members !== undefined && isLoopback(req.socket.remoteAddress)) {
+    if (!readOnly(req, res)) return;
+    const { code, body } = members.receive(query === -1 ? '' : url.slice(query + 1));
+    send(req, res, code, body);
+    return;
+  }
   // Not even its existence is shown to a client that is not on this machine.
   if (path === DEBUG_DIAGNOSTICS && debugDiagnostics !== undefined && isLoopback(req.socket.remoteAddress)) {
     answerDiagnostics(health, req, res, debugDiagnostics);
@@ -611,71 +634,12 @@ function failureLog(logger: Logger, intervalMs: number): (probe: ProbeKind, unhe
   };
 }
 
-/**
- * Whether the server holding `port` answers `/live` as a lifeline probe server does (its verdicts
- * always name the catalog's own component, `selfComponent`). A second process of the same pod — a cluster
- * worker, a forked helper, a script run with `kubectl exec` — finds the service's lifeline there:
- * the kubelet's probes are answered, so it can run without a probe server of its own.
- */
-export function answeredByLifeline(port: number, selfComponent: string, host: string = defaultHost(), timeoutMs = 1_000): Promise<boolean> {
-  return new Promise((resolve) => {
-    // Whatever the holder does (a big page, a body that stalls or drips), the answer is given once,
-    // within timeoutMs in all, from at most 16 KiB: a holder that is not lifeline must not stall start-up.
-    let settled = false;
-    const settle = (lifeline: boolean): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      req.destroy();
-      resolve(lifeline);
-    };
-    const timer = setTimeout(() => {
-      settle(false);
-    }, timeoutMs);
-    const req = get({ host: urlHost(host).replace(/^\[|\]$/g, ''), port, path: '/live', headers: { host: 'localhost' } }, (res) => {
-      const length = Number(res.headers['content-length'] ?? 0);
-      if ((res.statusCode !== 200 && res.statusCode !== 503) || length > MAX_PROBE_BODY) {
-        settle(false);
-        return;
-      }
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        text += chunk;
-        if (text.length > MAX_PROBE_BODY) settle(false);
-      });
-      res.on('end', () => {
-        settle(isProbeBody(text, selfComponent));
-      });
-      res.on('error', () => {
-        settle(false);
-      });
-      res.on('close', () => {
-        settle(false); // after 'end' this changes nothing
-      });
-    });
-    req.on('error', () => {
-      settle(false);
-    });
-  });
-}
-
-/** More than any verdict list a lifeline probe answer holds for the check above. */
-const MAX_PROBE_BODY = 16_384;
-
-function isProbeBody(text: string, selfComponent: string): boolean {
-  try {
-    const body = JSON.parse(text) as { status?: unknown; healthy?: unknown; unhealthy?: unknown };
-    const { healthy, unhealthy } = body;
-    return (
-      (body.status === 'pass' || body.status === 'fail') &&
-      Array.isArray(healthy) &&
-      Array.isArray(unhealthy) &&
-      (healthy.includes(selfComponent) || unhealthy.includes(selfComponent))
-    );
-  } catch {
-    return false;
-  }
+/** `health` with the liveness of the instance's other processes that report here. */
+function withMembers(health: HealthView, members: ServiceMembers): HealthView {
+  return {
+    status: (probe) => (probe === 'live' ? members.live(health.status(probe)) : health.status(probe)),
+    diagnose: () => health.diagnose(),
+  };
 }
 
 function defaultHost(): string {
@@ -683,7 +647,6 @@ function defaultHost(): string {
 }
 
 function urlHost(host: string): string {
-  if (host === '0.0.0.0') return '127.0.0.1';
-  if (host === '::') return '[::1]';
-  return host.includes(':') ? `[${host}]` : host;
+  const dial = dialHost(host);
+  return dial.includes(':') ? `[${dial}]` : dial;
 }

@@ -72,8 +72,10 @@ async function start(): Promise<void> {
       ['EADDRINUSE', 'EADDRNOTAVAIL', 'EACCES', 'ENOTFOUND', 'EAI_AGAIN'].includes(code) &&
       config.probe !== false
     ) {
+      // A busy port names its holder (`process 4242 (node)`), found when lifeline would not defer to it.
+      const holder = (err as { holder?: unknown }).holder;
       fail(
-        `cannot start the probe server on LIFELINE_PROBE_HOST=${JSON.stringify(config.probe.host ?? '(default)')} LIFELINE_PROBE_PORT=${JSON.stringify(String(config.probe.port ?? 5555))} (${code})`,
+        `cannot start the probe server on LIFELINE_PROBE_HOST=${JSON.stringify(config.probe.host ?? '(default)')} LIFELINE_PROBE_PORT=${JSON.stringify(String(config.probe.port ?? 5555))} (${code}${typeof holder === 'string' ? `: held by ${holder}` : ''})`,
       );
     }
     fail(errorText(err));
@@ -84,7 +86,8 @@ async function start(): Promise<void> {
  * A port nobody chose may be taken by a sibling process — a test runner's workers, a second script
  * of the same image — so by default lifeline warns and runs without a probe server. In Kubernetes,
  * outside a test runner, it fails instead: a liveness probe answered by another process would lie
- * (unless that process is lifeline's: a cluster's primary, the service beside a `kubectl exec`).
+ * (unless that process is this service instance's own lifeline: a cluster's primary, the process
+ * that forked this one, proven by the key this process inherited).
  */
 function whenPortBusy(chosen: number | undefined): 'warn' | 'fail' {
   if (chosen !== undefined) return 'fail';

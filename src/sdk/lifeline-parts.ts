@@ -9,7 +9,7 @@ import { MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
 import { closeServersGracefully, policyDeadlineOf, trackHttpServers } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
 import { SELF_COMPONENT } from '../health/index.js';
-import { answeredByLifeline } from '../probe/index.js';
+import { describePortHolder, INSTANCE_ENV, instanceValue, joinHolder, newInstanceKey, type MemberReporter } from '../probe/index.js';
 import { installInboundTrust } from '../inbound/index.js';
 import { SnapshotIdGenerator } from '../diagnostics/index.js';
 import { RedactionSpanProcessor } from '../redaction/index.js';
@@ -54,12 +54,15 @@ export interface LifelinePartsOptions {
   /** The catalog to serve; default the process-wide `health`. */
   health?: Health;
   /**
-   * Probe server options, or `false` for no probe server. When the port is taken by another
-   * lifeline process (a cluster worker's primary, the service a `kubectl exec` script runs beside),
-   * the probes are answered: lifeline logs one line and runs without a probe server. When anything
-   * else holds it, `whenPortBusy: 'warn'` does the same (register mode does this when no port was
-   * chosen: npm, test runners and their workers all start under one `NODE_OPTIONS`); the default
-   * `'fail'` rejects, as a deployment that chose a port must get it.
+   * Probe server options, or `false` for no probe server. When the port is taken by this service
+   * instance's own lifeline — the process that started this one (a `node:cluster` primary, a
+   * parent that forked it), proven by a key inherited through the environment, never by what the
+   * port answers — this process runs without a probe server and reports its liveness there: the
+   * holder's `/live` fails while this process is unhealthy or its event loop stops. When anything
+   * else holds it, `whenPortBusy: 'warn'` logs one line naming the holder and runs without a probe
+   * server (register mode does this when no port was chosen: npm, test runners and their workers
+   * all start under one `NODE_OPTIONS`); the default `'fail'` rejects, as a deployment that chose a
+   * port must get it.
    */
   probe?: false | (Omit<ProbeServerOptions, 'health'> & { whenPortBusy?: 'fail' | 'warn' });
   /** Where lifeline logs; default lifeline's pino logger. */
@@ -281,6 +284,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       let dispatcher: InstalledDeadlineDispatcher | undefined;
       let httpDeadlines: InstalledHttpDeadlines | undefined;
       let probe: ProbeServer | undefined;
+      let member: MemberReporter | undefined;
       let watchdog: Watchdog | undefined;
       let healthMetrics: InstalledHealthMetrics | undefined;
       syncBuiltinViews();
@@ -300,14 +304,16 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
           guard === undefined
             ? (rest: ProbeOptions) => startProbeServer({ ...rest, ...(options.logger ? { logger: options.logger } : {}), health })
             : ({ logger: _logger, ...rest }: ProbeOptions) => guard.serveProbes(health, rest); // its log lines come back through the watchdog's logger
-        probe = options.probe === false ? undefined : await probeServer(options.probe ?? {}, serve, options.logger);
+        ({ probe, member } = options.probe === false ? {} : await probeServer(options.probe ?? {}, serve, health, options.logger));
         probePort = probe?.port;
         health.useDiagnostics(diagnostics);
         // After the SDK started: the meter is taken from the global provider it registered.
         if (metricsOptions !== undefined) healthMetrics = installHealthMetrics(health, metricsOptions);
       } catch (err) {
         healthMetrics?.uninstall();
+        await member?.close();
         await probe?.close();
+        leaveInstance(probe);
         await watchdog?.close();
         diagnostics.close();
         servers.uninstall();
@@ -340,9 +346,11 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
               // NodeSDK's shutdown leaves instrumentations enabled: lifeline disables its own.
               grpcDeadlines?.disable();
               // Shutdown goes on whatever one part says; what failed is said.
+              await member?.close();
               await probe?.close().catch((err: unknown) => {
                 logSwallowed(options.logger ?? defaultLogger(), 'closing the probe server', err);
               });
+              leaveInstance(probe);
               await watchdog?.close().catch((err: unknown) => {
                 logSwallowed(options.logger ?? defaultLogger(), 'stopping the watchdog', err);
               });
@@ -450,29 +458,59 @@ function syncBuiltinViews(): void {
 
 type ProbeOptions = Omit<ProbeServerOptions, 'health'>;
 
+/**
+ * The probe server, or, when the port is taken by this service instance's own (the process that
+ * started this one, proven by the key this one inherited), a reporter that keeps the holder's
+ * `/live` honest about this process. Any other holder fails start-up (`whenPortBusy: 'fail'`) or
+ * is warned of, naming it: never deferred to on the word of what it answers.
+ */
 async function probeServer(
   options: NonNullable<Exclude<LifelinePartsOptions['probe'], false>>,
   serve: (options: ProbeOptions) => Promise<ProbeServer>,
+  health: Health,
   logger: Logger | undefined,
-): Promise<ProbeServer | undefined> {
+): Promise<{ probe?: ProbeServer; member?: MemberReporter }> {
   const { whenPortBusy = 'fail', ...rest } = options;
   oneOf('probe.whenPortBusy', whenPortBusy, ['fail', 'warn'] as const);
+  const key = newInstanceKey();
   try {
-    return await serve(rest);
+    const probe = await serve({ ...rest, instanceKey: key });
+    // Processes started from now on (cluster workers, forked helpers) inherit it, and nothing else has it.
+    process.env[INSTANCE_ENV] = instanceValue(process.pid, probe.port, key);
+    return { probe };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
     const port = rest.port ?? 5555;
-    // Another lifeline process of this pod answers the kubelet: nothing would lie, nothing to fail.
-    const lifeline = await answeredByLifeline(port, SELF_COMPONENT, rest.host);
-    if (!lifeline && whenPortBusy === 'fail') throw err;
-    (logger ?? defaultLogger()).warn(
-      { port },
-      lifeline
-        ? 'lifeline: another lifeline process of this service answers the probes on this port; running without a probe server'
-        : 'lifeline: the probe port is in use (another process of this service or its tooling?); running without a probe server',
+    const log = logger ?? defaultLogger();
+    const member = await joinHolder({
+      port,
+      host: rest.host ?? '127.0.0.1',
+      live: () => health.status('live'),
+      staleAfterMs: health.stallAfterMs,
+      everyMs: Math.max(100, health.interval / 2),
+      logger: log,
+    });
+    if (member !== undefined) {
+      log.info(
+        { port, holder: member.holderPid },
+        'lifeline: the probe server of this service instance (the process that started this one) answers the probes on this port; this process reports its liveness there',
+      );
+      return { member };
+    }
+    const holder = describePortHolder(port);
+    if (whenPortBusy === 'fail') throw Object.assign(err as Error, { holder });
+    log.warn(
+      { port, holder },
+      `lifeline: the probe port is held by ${holder}, not by this service instance; running without a probe server`,
     );
-    return undefined;
+    return {};
   }
+}
+
+/** Processes started after this process's probe server closed must not report to it. */
+function leaveInstance(probe: ProbeServer | undefined): void {
+  const ours = probe === undefined ? undefined : process.env[INSTANCE_ENV];
+  if (ours !== undefined && ours.split(':')[1] === String(process.pid)) Reflect.deleteProperty(process.env, INSTANCE_ENV);
 }
 
 /** A snapshot naming the catalog's own `healthcheck` too: what the probes said during a block. */

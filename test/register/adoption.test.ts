@@ -157,7 +157,7 @@ describe('register mode in a service as it is', () => {
       });
       expect(result.code).toBe(0);
       expect(result.stdout).toContain('app listening');
-      expect(result.stdout.match(/the probe port is in use/g)).toHaveLength(1);
+      expect(result.stdout.match(/the probe port is held by process \d+ \(\S+\), not by this service instance/g)).toHaveLength(1);
     } finally {
       holder?.close();
     }
@@ -176,12 +176,12 @@ describe('register mode in a service as it is', () => {
       };
       const pod = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env });
       expect(pod.code).toBe(1);
-      expect(pod.stderr).toContain('(EADDRINUSE)');
+      expect(pod.stderr).toMatch(/\(EADDRINUSE: held by process \d+ \(node\)\)/);
       const worker = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
         env: { ...env, JEST_WORKER_ID: '2' },
       });
       expect(worker.code).toBe(0);
-      expect(worker.stdout).toContain('the probe port is in use');
+      expect(worker.stdout).toContain('the probe port is held by');
     } finally {
       holder?.close();
     }
@@ -203,9 +203,79 @@ describe('register mode in a service as it is', () => {
     });
     expect(result.stderr).not.toContain('EADDRINUSE');
     expect(result.stdout.match(/worker exit 0/g)).toHaveLength(2);
-    expect(result.stdout.match(/another lifeline process of this service answers the probes/g)).toHaveLength(2);
+    expect(
+      result.stdout.match(/the probe server of this service instance \(the process that started this one\) answers the probes/g),
+    ).toHaveLength(2);
     expect(result.stdout).toContain('probe 200');
     expect(result.code).toBe(0);
+  });
+
+  it("a lifeline-looking answer from another service's port is no proof: start-up stops on a chosen port, naming the holder", async () => {
+    // Two services of one pod, both on one port: the first is no lifeline of this instance, whatever it answers.
+    const { createServer: httpServer } = await import('node:http');
+    const forged = httpServer((_req, res) => res.end('{"status":"pass","healthy":["healthcheck"],"unhealthy":[]}'));
+    const port = await freePort();
+    await new Promise<void>((resolve) => forged.listen(port, '127.0.0.1', resolve));
+    try {
+      const { VITEST: _runner, ...outside } = process.env;
+      const env = {
+        ...outside,
+        OTEL_TRACES_EXPORTER: 'none',
+        APP_LIFETIME_MS: '200',
+        KUBERNETES_SERVICE_HOST: '10.0.0.1',
+        LIFELINE_PROBE_HOST: '127.0.0.1',
+      };
+      const chosen = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
+        env: { ...env, LIFELINE_PROBE_PORT: String(port) },
+      });
+      expect(chosen.code).toBe(1); // before: 0, running without probes while the other service answered the kubelet
+      expect(chosen.stdout).not.toContain('app listening');
+      expect(chosen.stderr.trim().split('\n')).toHaveLength(1);
+      expect(chosen.stderr).toMatch(
+        new RegExp(`LIFELINE_PROBE_PORT="${String(port)}" \\(EADDRINUSE: held by process ${String(process.pid)} \\(`),
+      );
+      // Even a key inherited from elsewhere is no proof: the holder must answer with it.
+      const keyed = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
+        env: { ...env, LIFELINE_PROBE_PORT: String(port), LIFELINE_PROBE_HOLDER: `1:1:${String(port)}:${'k'.repeat(43)}` },
+      });
+      expect(keyed.code).toBe(1);
+    } finally {
+      forged.closeAllConnections();
+      forged.close();
+    }
+  });
+
+  it.each([
+    ['its event loop blocked for 3 intervals', 'block', 'healthcheck'],
+    ['a liveness component that never takes a tick', 'stuck', 'stuck'],
+  ])("a cluster worker with %s turns the primary's /live 503, naming it", async (_what, fault, component) => {
+    const port = await freePort();
+    const { VITEST: _runner, ...outside } = process.env;
+    const result = await runNode(['test/fixtures/cluster-members.mjs'], {
+      env: {
+        ...outside,
+        NODE_OPTIONS: '--import otel-lifeline/register',
+        LIFELINE_PROBE_PORT: String(port),
+        LIFELINE_PROBE_HOST: '127.0.0.1',
+        LIFELINE_HEALTH_INTERVAL_MS: '1000',
+        OTEL_TRACES_EXPORTER: 'none',
+        WORKER_FAULT: fault,
+        BLOCK_MS: '3000',
+      },
+      timeoutMs: 30_000,
+    });
+    const worker = /^worker (\d+)$/m.exec(result.stdout)?.[1];
+    expect(worker, result.stdout + result.stderr).toBeDefined();
+    const lines = result.stdout.split('\n');
+    const failed = lines.indexOf(`live 503 ${JSON.stringify([`${component}@${String(worker)}`])}`);
+    expect(failed, result.stdout).toBeGreaterThan(-1); // before: 200 throughout
+    expect(lines.indexOf('live 200 []')).toBeLessThan(failed); // healthy before the fault
+    if (fault === 'block') {
+      // Failed while blocked, and passing again once its loop runs.
+      expect(failed).toBeGreaterThan(lines.indexOf('blocking'));
+      expect(lines.lastIndexOf('live 200 []')).toBeGreaterThan(lines.indexOf('unblocked'));
+    }
+    expect(result.stdout).toContain('done');
   });
 
   it('LIFELINE_INBOUND_DEADLINES, LIFELINE_MIN_INBOUND_MS and LIFELINE_DEADLINE_HEADER_HOSTS reach the running service', async () => {
@@ -272,7 +342,7 @@ describe('register mode in a service as it is', () => {
       });
       expect(result.code).toBe(1);
       expect(result.stdout).not.toContain('app listening');
-      expect(result.stderr).toContain(`LIFELINE_PROBE_PORT="${String(port)}" (EADDRINUSE)`);
+      expect(result.stderr).toContain(`LIFELINE_PROBE_PORT="${String(port)}" (EADDRINUSE: held by process ${String(process.pid)} (node))`);
     } finally {
       holder?.close();
     }
