@@ -88,10 +88,12 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
 
 /**
  * `LIFELINE_HEALTH_INTERVAL_MS` alone: the one setting the core entry reads (for the process-wide
- * catalog), so that importing lifeline never fails on a setting only register mode uses.
+ * catalog), so that importing lifeline never fails on a setting only register mode uses. At least
+ * 10: the watchdog's threshold defaults to it and needs that much (the error must name what the
+ * operator set, not `watchdog.thresholdMs`); below 1000 is taken but warned about (`envCorrections`).
  */
 export function healthIntervalFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
-  return integer(env, 'LIFELINE_HEALTH_INTERVAL_MS', 1, 86_400_000);
+  return integer(env, 'LIFELINE_HEALTH_INTERVAL_MS', 10, 86_400_000);
 }
 
 /** `internal`, `all`, `none`, or a comma-separated list of host names, `.suffix`es and `internal`. */

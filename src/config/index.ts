@@ -6,4 +6,12 @@ export {
   type EnvConfig,
   type EnvInteger,
 } from './env-config.js';
+export {
+  correctedEnv,
+  envCorrections,
+  MIN_METRIC_EXPORT_INTERVAL_MS,
+  warnEnvCorrections,
+  withCorrectedEnv,
+  type EnvCorrection,
+} from './env-warnings.js';
 export { MINIMUM_NODE, unsupportedNode } from './node-version.js';

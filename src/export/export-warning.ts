@@ -1,6 +1,7 @@
 import { ROOT_CONTEXT, context } from '@opentelemetry/api';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
+import { correctedEnv } from '../config/index.js';
 import type { Logger } from '../log/index.js';
 
 /**
@@ -48,8 +49,9 @@ export class ExportWarningExporter implements SpanExporter {
   }
 }
 
-/** Where the env-configured OTLP exporter sends traces, for the warning above. */
-export function otlpDestination(env: NodeJS.ProcessEnv = process.env): string {
+/** Where the env-configured OTLP exporter sends traces (after lifeline's corrections), for the warning above. */
+export function otlpDestination(given: NodeJS.ProcessEnv = process.env): string {
+  const env = correctedEnv(given);
   const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
   if (traces) return traces;
   const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();

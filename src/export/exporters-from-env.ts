@@ -1,6 +1,6 @@
 import { BatchSpanProcessor, ConsoleSpanExporter, type SpanExporter } from '@opentelemetry/sdk-trace';
-import { envInteger } from '../config/index.js';
-import { LifelineError, MAX_TIMER_MS } from '../errors/index.js';
+import { correctedEnv, envCorrections, warnEnvCorrections, withCorrectedEnv } from '../config/index.js';
+import { LifelineError } from '../errors/index.js';
 import { loggerOrDefault, type Logger } from '../log/index.js';
 import { queueDropsMeterProvider } from './drop-report.js';
 import { RetryingExporter } from './retrying-exporter.js';
@@ -9,7 +9,9 @@ import { RetryingExporter } from './retrying-exporter.js';
  * The span exporters `OTEL_TRACES_EXPORTER` names (default `otlp`, protocol from
  * `OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`, default `http/protobuf`). NodeSDK does the same, but only
  * when it also owns every span processor; lifeline needs its own processors beside the exporter's.
- * The OTLP exporters read their endpoint, headers and timeout from the `OTEL_*` env themselves.
+ * The OTLP exporters read their endpoint, headers and timeout from the `OTEL_*` env themselves; they
+ * are made with the env lifeline corrected (`withCorrectedEnv`), so a bad endpoint or timeout is
+ * replaced by what lifeline's warning says, whatever the exporter would have made of it.
  * Only the exporter asked for is loaded: an unused gRPC exporter (and grpc-js with it) costs nothing.
  */
 export async function traceExportersFromEnv(env: NodeJS.ProcessEnv = process.env): Promise<SpanExporter[]> {
@@ -32,12 +34,18 @@ async function otlpExporter(env: NodeJS.ProcessEnv): Promise<SpanExporter> {
     env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL === undefined ? 'OTEL_EXPORTER_OTLP_PROTOCOL' : 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL';
   const protocol = (env[variable] ?? 'http/protobuf').trim();
   switch (protocol) {
-    case 'http/protobuf':
-      return new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter();
-    case 'http/json':
-      return new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter();
-    case 'grpc':
-      return new (await import('@opentelemetry/exporter-trace-otlp-grpc')).OTLPTraceExporter();
+    case 'http/protobuf': {
+      const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-proto');
+      return withCorrectedEnv(() => new OTLPTraceExporter());
+    }
+    case 'http/json': {
+      const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http');
+      return withCorrectedEnv(() => new OTLPTraceExporter());
+    }
+    case 'grpc': {
+      const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-grpc');
+      return withCorrectedEnv(() => new OTLPTraceExporter());
+    }
     default:
       throw new LifelineError(
         'ERR_INVALID_OPTION',
@@ -58,39 +66,31 @@ const DEFAULT_QUEUE_SIZE = 2048;
 const DEFAULT_BATCH_SIZE = 512;
 
 /**
- * `OTEL_BSP_*` read and validated once, as the OpenTelemetry SDK's configuration rules have it:
+ * `OTEL_BSP_*` as the OpenTelemetry SDK's configuration rules have them (the rules: `envCorrections`):
  * sizes are integers >= 1, the batch at most the queue, delay and timeout integers of ms within a
- * timer's range. A bad value is warned about (naming the variable) and the default used instead,
- * as the SDK does, never passed on: a batch size of 0 makes the processor's flush loop forever and
- * wedges the process at shutdown.
+ * timer's range. A bad value is warned about (naming the variable, once in the process) and the
+ * default used instead, as the SDK does, never passed on.
  */
 export function batchTuningFromEnv(env: NodeJS.ProcessEnv = process.env, logger: Logger = loggerOrDefault(undefined)): BatchTuning {
-  const read = (name: string, min: number, max: number): number | undefined => {
-    const result = envInteger(env, name, min, max);
-    if (!('invalid' in result)) return result.value;
-    logger.warn(
-      { variable: name, value: result.invalid },
-      `lifeline: invalid ${name}=${JSON.stringify(result.invalid)} (expected ${result.expected}); using the default`,
-    );
-    return undefined;
+  warnEnvCorrections(
+    logger,
+    envCorrections(env).filter((correction) => correction.variable.startsWith('OTEL_BSP_')),
+  );
+  const corrected = correctedEnv(env);
+  const read = (name: string): number | undefined => {
+    const value = corrected[name]?.trim();
+    return value === undefined || value === '' ? undefined : Number(value);
   };
-  const maxQueueSize = read('OTEL_BSP_MAX_QUEUE_SIZE', 1, Number.MAX_SAFE_INTEGER);
-  const queue = maxQueueSize ?? DEFAULT_QUEUE_SIZE;
-  let maxExportBatchSize = read('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 1, Number.MAX_SAFE_INTEGER);
-  if (maxExportBatchSize !== undefined && maxExportBatchSize > queue) {
-    logger.warn(
-      { variable: 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', value: String(maxExportBatchSize) },
-      `lifeline: OTEL_BSP_MAX_EXPORT_BATCH_SIZE=${String(maxExportBatchSize)} exceeds the queue size ${String(queue)}; using the default`,
-    );
-    maxExportBatchSize = undefined;
-  }
+  const maxQueueSize = read('OTEL_BSP_MAX_QUEUE_SIZE');
+  let maxExportBatchSize = read('OTEL_BSP_MAX_EXPORT_BATCH_SIZE');
   // The default batch is capped by a smaller queue, as the SDK's processor itself would.
+  const queue = maxQueueSize ?? DEFAULT_QUEUE_SIZE;
   if (maxExportBatchSize === undefined && queue < DEFAULT_BATCH_SIZE) maxExportBatchSize = queue;
   const tuning: Record<keyof BatchTuning, number | undefined> = {
     maxQueueSize,
     maxExportBatchSize,
-    scheduledDelayMillis: read('OTEL_BSP_SCHEDULE_DELAY', 0, MAX_TIMER_MS),
-    exportTimeoutMillis: read('OTEL_BSP_EXPORT_TIMEOUT', 0, MAX_TIMER_MS),
+    scheduledDelayMillis: read('OTEL_BSP_SCHEDULE_DELAY'),
+    exportTimeoutMillis: read('OTEL_BSP_EXPORT_TIMEOUT'),
   };
   return Object.fromEntries(Object.entries(tuning).filter(([, value]) => value !== undefined));
 }

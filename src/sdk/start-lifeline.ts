@@ -3,6 +3,7 @@ import { HttpInstrumentation, type HttpInstrumentationConfig } from '@openteleme
 import type { UndiciInstrumentationConfig } from '@opentelemetry/instrumentation-undici';
 import type { NodeSDKConfiguration } from '@opentelemetry/sdk-node';
 import type { Sampler, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
+import { warnEnvCorrections, withCorrectedEnv } from '../config/index.js';
 import { LifelineError } from '../index.js';
 import { loggerOrDefault } from '../log/index.js';
 import { autoInstrumentations } from './auto-instrumentations.js';
@@ -114,6 +115,7 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
     options.watchdog === false || options.serviceName === undefined
       ? options.watchdog
       : { serviceName: options.serviceName, ...options.watchdog };
+  warnEnvCorrections(loggerOrDefault(options.logger)); // before anything reads them: each said once, naming the variable
   const parts = assembleParts(
     { ...options, ...(watchdog === undefined ? {} : { watchdog }) },
     () => owned.sdk?.shutdown() ?? Promise.resolve(),
@@ -142,8 +144,11 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
       ...(process.env.OTEL_METRICS_EXPORTER === undefined ? { metricReaders: [] } : {}),
       ...(options.serviceName === undefined ? {} : { serviceName: options.serviceName }),
     };
-    const sdk = new NodeSDK(config);
-    sdk.start();
+    // The SDK reads the OTEL_* env itself (metric readers, log exporters): it is handed lifeline's corrections.
+    const sdk = withCorrectedEnv(() => new NodeSDK(config));
+    withCorrectedEnv(() => {
+      sdk.start();
+    });
     owned.sdk = sdk;
     if (options.esmHook) await installEsmHook(instrumentedModules(instrumentations));
     return await parts.start();

@@ -50,7 +50,8 @@ interface OtlpRequest {
  * A minimal OTLP/HTTP JSON trace receiver on loopback: services under test export to it with the
  * real OTLP exporter (`OTEL_EXPORTER_OTLP_PROTOCOL=http/json`), so their spans can be asserted on.
  * `port` 0 picks a free one; a given port lets a test start the receiver after the service (a collector coming up late).
- * `answerAfterMs` makes every export take that long (a slow collector).
+ * `answerAfterMs` makes every export take that long (a slow collector). `requests` records when each
+ * export came, by path (`/v1/metrics`…).
  */
 export async function otlpReceiver(
   port = 0,
@@ -58,11 +59,17 @@ export async function otlpReceiver(
 ): Promise<{
   endpoint: string;
   spans: ReceivedSpan[];
+  requests: Map<string, number[]>;
   waitFor: (predicate: (spans: ReceivedSpan[]) => boolean, timeoutMs?: number) => Promise<ReceivedSpan[]>;
   close: () => Promise<void>;
 }> {
   const spans: ReceivedSpan[] = [];
+  const requests = new Map<string, number[]>();
   const server = createServer((req, res) => {
+    const path = req.url ?? '';
+    const times = requests.get(path) ?? [];
+    times.push(Date.now());
+    requests.set(path, times);
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
@@ -79,6 +86,7 @@ export async function otlpReceiver(
   return {
     endpoint: `http://127.0.0.1:${String(listening)}`,
     spans,
+    requests,
     async waitFor(predicate, timeoutMs = 15_000) {
       const until = Date.now() + timeoutMs;
       while (!predicate(spans)) {
