@@ -12,6 +12,10 @@ export interface RedactionOptions {
    * percent-decoding; it is secret when one segment, or a run of adjacent segments written together,
    * equals a word (case-insensitive). So `token` matches `refresh_token`, `X-Auth-Token` and
    * `accessToken`, but not `tokenizer`; `api_key` or `apikey` matches `x-api-key` and `apiKey`.
+   * A key whose last segment says it is a measure or a kind of one (`token_count`, `token_type`,
+   * `password_length`: count, length, size, type, limit, total, max, min, ttl, expiry) is no
+   * secret. An attribute whose name (after its last `.`: `db.password`, `app.auth_token`,
+   * `app.apiKey`) is a secret key has its string values replaced whole.
    * Default {@link DEFAULT_SECRET_WORDS}; extend it rather than replace it:
    * `queryKeys: [...DEFAULT_SECRET_WORDS, 'tenant']`.
    */
@@ -108,9 +112,24 @@ const PLAIN_KEYS: ReadonlySet<string> = new Set([
   ATTR_DEADLINE_AT,
   ATTR_DEADLINE_SOURCE,
 ]);
+/**
+ * Attributes of the semantic conventions whose name holds a secret word but whose value is a name
+ * (a flag's, an object's, a message's routing or partition key): scanned as text, not replaced whole.
+ */
+const CONVENTION_NAMES: ReadonlySet<string> = new Set([
+  'feature_flag.key',
+  'aws.s3.key',
+  'messaging.kafka.message.key',
+  'messaging.gcp_pubsub.message.ordering_key',
+  'messaging.rabbitmq.destination.routing_key',
+]);
+/** A key's last segment that makes it a measure or a kind of a secret, not the secret (`token_count`, `token_type`). */
+const MEASURE_WORDS: ReadonlySet<string> = new Set(['count', 'length', 'size', 'type', 'limit', 'total', 'max', 'min', 'ttl', 'expiry']);
+/** Rounds of percent-decoding a key gets: `%2574oken` is `token` encoded twice; bounded, each round is a pass over the key. */
+const DECODING_ROUNDS = 3;
 
 /*
- * Free text is scanned once, left to right, by one regex of five alternatives; whichever starts
+ * Free text is scanned once, left to right, by one regex of eight alternatives; whichever starts
  * first wins, so a credential is never taken for a pair nor a pair's value for a key. Each
  * alternative can only start where its first character follows a character it cannot contain
  * (lookbehinds) or at a bounded prefix, and the scan never steps back over what a match read, so
@@ -134,10 +153,28 @@ const AUTH_SCHEMES = new Set(
 );
 /** A bare `Bearer x` / `Basic x` credential. */
 const CREDENTIAL_SOURCE = String.raw`(?<credPrefix>\b(?:bearer|basic)\s+)(?<credValue>[A-Za-z0-9._~+/=-]+)`;
+/**
+ * A PEM private key's first line (`-----BEGIN RSA PRIVATE KEY-----`, PKCS#8, OpenSSH, PGP): all
+ * up to the next `-----END` (or the end of the text: a cut key is still a key) is hidden.
+ */
+const PEM_SOURCE = String.raw`(?<pemBegin>-----BEGIN (?:[A-Z0-9]+ ){0,4}PRIVATE KEY(?: BLOCK)?-----)`;
+const PEM_END = /-----END [A-Z0-9 ]{0,64}-----/y;
+/** A PEM private key as a pair's value, quoted or not. */
+const PEM_VALUE = new RegExp(String.raw`(?:\\?["'])?${PEM_SOURCE}`, 'iy');
+/**
+ * `user:password@host` without a scheme (a DSN, a Redis address): the password is hidden, the user
+ * and host stay. The host must look like one, alone or with a port, so `node:20@sha256:…` is no
+ * password; `mailto:`, `sip:` and `xmpp:` addresses are left alone.
+ */
+const USERINFO_SOURCE = String.raw`(?<userinfoUser>(?<![\w.%+~-])(?!(?:mailto|sips?|xmpp):)[\w.%+~-]{1,64}:)(?<userinfoPassword>[^\s@/:"'<>\\]{1,256})(?=@[\w-]{1,63}(?:\.[\w-]{1,63}){0,126}(?::\d{1,5})?(?![\w.:@-]))`;
+/** An XML element's start tag: a secret one's text is hidden (`<password>…</password>`, also in CDATA). */
+const XML_SOURCE = String.raw`(?<xmlTag><(?<xmlKey>[\w.\-[\]%:]{1,128})>)`;
+const CDATA_START = '<![CDATA[';
 /** A JWT (header.payload[.signature]; both JSON objects, so both base64url parts start `eyJ`). */
 const JWT_SOURCE = String.raw`(?<jwt>(?<![\w-])eyJ[\w-]+\.eyJ[\w-]+(?:\.[\w-]*)?)`;
 /**
- * `key=value`, `key: value` (the space keeps a stack frame's `file.js:12:3` out), `"key":"value"`
+ * `key=value`, `key: value`, `key:value` (not before digits alone: `file.js:12:3` and
+ * `auth-service:8080` are a line and a port; nor `::` or `:/`), `"key":"value"`
  * (also as escaped JSON inside a string), `key="value"`, and a key followed by a quoted value
  * (SQL's `PASSWORD 'x'`, `IDENTIFIED BY 'x'`). Keys are bounded to 128 characters so a long run
  * of key characters costs at most 128 steps per run. The match stops before the value (a
@@ -145,21 +182,26 @@ const JWT_SOURCE = String.raw`(?<jwt>(?<![\w-])eyJ[\w-]+\.eyJ[\w-]+(?:\.[\w-]*)?
  * value is then read once by {@link PAIR_VALUE}, a harmless key's is scanned on as text (it may
  * hold a secret). Matching the value here and rescanning it read `a=a=a=…` once per `=`: quadratic.
  */
-const PAIR_SOURCE = String.raw`(?<![\w.\-[\]%])(?<key>identified\s+by|[\w.\-[\]%]{1,128})(?<sep>\s*=\s*|:\s+|\\?["']\s*[:=]\s*|\s+(?=\\?["']))(?=\\"|["']|[^\s&;,"'\\])`;
+const PAIR_SOURCE = String.raw`(?<![\w.\-[\]%])(?<key>identified\s+by|[\w.\-[\]%]{1,128})(?<sep>\s*=\s*|:\s+|:(?![:/]|\d+(?!\w))|\\?["']\s*[:=]\s*|\s+(?=\\?["']))(?=\\"|["']|[^\s&;,"'\\])`;
 /** The value of a secret pair, read where the pair's match ends: a quoted string (JSON, escaped JSON, SQL), or up to a space, `&;,`, a quote or a backslash. */
 const PAIR_VALUE = /"(?:[^"\\\r\n]|\\.)*"?|\\"[^"\\\r\n]*(?:\\")?|'[^'\r\n]*'?|[^\s&;,"'\\]+/y;
 const IDENTIFIED_BY = /^identified\s+by$/i;
-const SCANNER = new RegExp([URL_SOURCE, AUTH_HEADER_SOURCE, CREDENTIAL_SOURCE, JWT_SOURCE, PAIR_SOURCE].join('|'), 'gi');
+const SCANNER = new RegExp(
+  [URL_SOURCE, AUTH_HEADER_SOURCE, CREDENTIAL_SOURCE, JWT_SOURCE, PEM_SOURCE, XML_SOURCE, USERINFO_SOURCE, PAIR_SOURCE].join('|'),
+  'gi',
+);
 const JWT = new RegExp(JWT_SOURCE, 'g');
 /**
- * What each of the scanner's alternatives needs (a `=`, `: `, a quote, `://`, `eyJ`, a scheme
- * word): text with none of them, most attribute values, is returned without scanning.
+ * What each of the scanner's alternatives needs (a `=`, a `:`, a quote, a `<`, `eyJ`, a scheme
+ * word, `PRIVATE KEY`): text with none of them, most attribute values, is returned without scanning.
  */
-const MAY_HOLD_SECRET = /[='"]|:\s|:\/\/|eyJ|bearer|basic|authorization/i;
+const MAY_HOLD_SECRET = /[=:'"<]|eyJ|bearer|basic|authorization|private key/i;
 /** Boundaries inside a key: camelCase humps (`apiKey`, `APIKey`) and letter/digit changes (`sig0`). */
 const KEY_HUMPS = /(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])/g;
 const NOT_ALPHANUMERIC = /[^a-z0-9]+/;
 const PERCENT_ESCAPE = /%([0-9a-f]{2})/gi;
+/** What separates a query's parameters: `&`, and `;` (`?a=1;token=…`); captured, so a split keeps them. */
+const QUERY_SEPARATOR = /([&;])/;
 /** `;name=value` path parameters (`;jsessionid=`). */
 const PATH_PARAM = /;([^/;=?#]*)=([^/;?#]*)/g;
 
@@ -178,6 +220,8 @@ export class Redactor {
   readonly #maxValueLength: number;
   /** Verdicts per key: the same few keys recur on every span. */
   readonly #verdicts = new Memo<boolean>(1_024, 64);
+  /** Verdicts per attribute name (a name is longer than a key: its namespace). */
+  readonly #attributeVerdicts = new Memo<boolean>(1_024, 128);
 
   constructor(options: RedactionOptions = {}) {
     const words = (options.queryKeys ?? DEFAULT_SECRET_WORDS)
@@ -202,10 +246,13 @@ export class Redactor {
   }
 
   readonly #namesSecret = (key: string): boolean => {
-    const decoded = key.includes('%')
-      ? key.replace(PERCENT_ESCAPE, (_escape, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)))
-      : key;
+    let decoded = key;
+    for (let round = 0; round < DECODING_ROUNDS && decoded.includes('%'); round++) {
+      decoded = decoded.replace(PERCENT_ESCAPE, (_escape, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+    }
     const segments = decoded.replace(KEY_HUMPS, ' ').toLowerCase().split(NOT_ALPHANUMERIC);
+    const last = segments.findLast((segment) => /[a-z]/.test(segment));
+    if (last !== undefined && MEASURE_WORDS.has(last)) return false;
     // A segment, or adjacent segments written together (`api_key` for the word `apikey`); a run
     // stops at the longest word, so the cost stays linear in the key.
     for (let first = 0; first < segments.length; first++) {
@@ -238,19 +285,36 @@ export class Redactor {
     return this.#capped(value, TEXT_VALUE);
   }
 
-  /** The redacted value of an attribute, or `undefined` when it needs no change. */
-  attribute(key: string, value: unknown): unknown {
-    // Most values of a span are numbers and booleans: nothing to read.
-    if (typeof value !== 'string' && !Array.isArray(value)) return undefined;
+  /** Whether an attribute's value is a secret by the attribute's name (a listed header, `db.password`, `app.apiKey`). */
+  #isSecretAttribute(key: string): boolean {
+    return this.#attributeVerdicts.get(key, this.#namesSecretAttribute);
+  }
+
+  readonly #namesSecretAttribute = (key: string): boolean => {
     if (key.startsWith('http.request.header.') || key.startsWith('http.response.header.')) {
       const header = key
         .slice(key.indexOf('.header.') + 8)
         .toLowerCase()
         .replace(/_/g, '-');
       // Listed headers, and any header named like a secret (x-auth-token, x-goog-api-key, …).
-      const secret = this.#headers.includes(header) || this.isSecretKey(header);
-      return secret ? (Array.isArray(value) ? value.map(() => REDACTED) : REDACTED) : undefined;
+      return this.#headers.includes(header) || this.isSecretKey(header);
     }
+    // The name after the namespace: `session.id` is an id, `aws.secretsmanager.secret.arn` an ARN.
+    return !CONVENTION_NAMES.has(key) && this.isSecretKey(key.slice(key.lastIndexOf('.') + 1));
+  };
+
+  /** The redacted value of an attribute, or `undefined` when it needs no change. */
+  attribute(key: string, value: unknown): unknown {
+    // Most values of a span are numbers and booleans: nothing to read (nor a secret: a count, `gen_ai.usage.input_tokens`).
+    if (typeof value !== 'string' && !Array.isArray(value)) return undefined;
+    // Checked before the plain keys are skipped: a name given as a secret word is never skipped.
+    if (this.#isSecretAttribute(key)) {
+      if (typeof value === 'string') return value === REDACTED ? undefined : REDACTED;
+      return value.some((item) => typeof item === 'string' && item !== REDACTED)
+        ? value.map((item: unknown) => (typeof item === 'string' ? REDACTED : item))
+        : undefined;
+    }
+    // Any other header's value is text like any attribute's (a Location or Referer URL with a token).
     if (PLAIN_KEYS.has(key) && !(typeof value === 'string' && value.length > this.#maxValueLength)) return undefined;
     if (typeof value === 'string') return changedOrUndefined(value, this.#value(key, value));
     if (value.some((item) => typeof item === 'string')) {
@@ -304,19 +368,19 @@ export class Redactor {
     return `${head}${query}${fragment}`;
   }
 
-  /** One pass over `a=b&c=d`: each key is checked once, each value kept or replaced once. */
+  /** One pass over `a=b&c=d;e=f`: each key is checked once, each value kept or replaced once. */
   #query(text: string): string {
     const mark = text.startsWith('?') ? '?' : '';
     if (!text.includes('=')) return text;
-    const parts = (mark === '' ? text : text.slice(1)).split('&');
-    for (let i = 0; i < parts.length; i++) {
+    const parts = (mark === '' ? text : text.slice(1)).split(QUERY_SEPARATOR);
+    for (let i = 0; i < parts.length; i += 2) {
       const part = parts[i] ?? '';
       const eq = part.indexOf('=');
       if (eq === -1) continue;
       if (this.isSecretKey(part.slice(0, eq))) parts[i] = `${part.slice(0, eq + 1)}${REDACTED}`;
       else if (part.includes('eyJ', eq)) parts[i] = part.replace(JWT, REDACTED);
     }
-    return mark + parts.join('&');
+    return mark + parts.join('');
   }
 
   #text(text: string): string {
@@ -326,7 +390,8 @@ export class Redactor {
     let copied = 0;
     for (let match = scanner.exec(text); match !== null; match = scanner.exec(text)) {
       const groups = match.groups ?? {};
-      const { url, authPrefix, authScheme, authValue, credPrefix, credValue, jwt, key, sep } = groups;
+      const { url, authPrefix, authScheme, authValue, credPrefix, credValue, jwt, pemBegin, xmlTag, xmlKey, userinfoUser, key, sep } =
+        groups;
       let replacement: string | undefined;
       if (url !== undefined) replacement = this.#url(url);
       else if (authPrefix !== undefined && authValue !== undefined) {
@@ -335,13 +400,36 @@ export class Redactor {
       } else if (credPrefix !== undefined && credValue !== undefined)
         replacement = credValue === REDACTED ? undefined : `${credPrefix}${REDACTED}`;
       else if (jwt !== undefined) replacement = REDACTED;
+      else if (pemBegin !== undefined) {
+        const bodyEnd = text.indexOf('-----END ', scanner.lastIndex);
+        const body = text.slice(scanner.lastIndex, bodyEnd === -1 ? text.length : bodyEnd);
+        PEM_END.lastIndex = scanner.lastIndex + body.length;
+        const end = PEM_END.exec(text)?.[0] ?? '';
+        scanner.lastIndex += body.length + end.length; // the key is read once, never scanned
+        if (body !== REDACTED) replacement = `${pemBegin}${REDACTED}${end}`;
+      } else if (xmlTag !== undefined && xmlKey !== undefined) {
+        // A harmless element's text is left to the scan, as a harmless key's value is.
+        if (this.isSecretKey(xmlKey)) {
+          const from = scanner.lastIndex;
+          const cdata = text.startsWith(CDATA_START, from);
+          const until = cdata ? text.indexOf(']]>', from) : text.indexOf('<', from);
+          const valueEnd = until === -1 ? text.length : cdata ? until + 3 : until;
+          scanner.lastIndex = valueEnd;
+          const value = text.slice(from, valueEnd);
+          if (value !== '' && value !== REDACTED) replacement = `${xmlTag}${REDACTED}`;
+        }
+      } else if (userinfoUser !== undefined) replacement = `${userinfoUser}${REDACTED}`;
       // A harmless key's value is left to the scan, which goes on from it: it may still hold a
       // secret ("error: password=…", "{"body":"token=…"}").
       else if (key !== undefined && sep !== undefined && (this.isSecretKey(key) || IDENTIFIED_BY.test(key))) {
-        PAIR_VALUE.lastIndex = scanner.lastIndex;
-        const value = PAIR_VALUE.exec(text)?.[0] ?? '';
-        scanner.lastIndex += value.length; // past the value: it is never read again
-        if (quoted(value) !== value) replacement = `${key}${sep}${quoted(value)}`;
+        PEM_VALUE.lastIndex = scanner.lastIndex;
+        // `private_key: -----BEGIN …`: the whole key is hidden by the scan, not only its first word.
+        if (!PEM_VALUE.test(text)) {
+          PAIR_VALUE.lastIndex = scanner.lastIndex;
+          const value = PAIR_VALUE.exec(text)?.[0] ?? '';
+          scanner.lastIndex += value.length; // past the value: it is never read again
+          if (quoted(value) !== value) replacement = `${key}${sep}${quoted(value)}`;
+        }
       }
       if (replacement !== undefined && replacement !== match[0]) {
         result += text.slice(copied, match.index) + replacement;
