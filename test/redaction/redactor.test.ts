@@ -229,6 +229,22 @@ function perByteRatio(work: { small: () => void; large: () => void }): number {
 /** Linear is ~1; a neighbour busy on both cores reached 3.2; quadratic is 34 and more. */
 const MAX_RATIO = 8;
 
+/** Text built against the scanner's later alternatives (no-space colons, XML, PEM, userinfo, twice-encoded keys). */
+const LATER_ADVERSARIAL_TEXT: readonly (readonly [shape: string, unit: string])[] = [
+  ['`a:a:…`', 'a:'],
+  ['`token:token:…`', 'token:'],
+  ['`a:1a:1…`', 'a:1'],
+  ['`<a><a>…`', '<a>'],
+  ['`<password><password>…`', '<password>'],
+  ['`<password><![CDATA[…`', '<password><![CDATA['],
+  ['`a:b@a:b@…`', 'a:b@'],
+  ['`a:b@c.a:b@c.…`', 'a:b@c.'],
+  ['`a:bbb…(250) `', `a:${'b'.repeat(250)} `],
+  ['`-----BEGIN PRIVATE KEY-----x-----END PRIVATE KEY-----…`', '-----BEGIN PRIVATE KEY-----x-----END PRIVATE KEY-----'],
+  ['`key: -----BEGIN PRIVATE KEY-----…`', 'key: -----BEGIN PRIVATE KEY-----'],
+  ['`%25%25…=`', '%25%25%25%25%25%25%25%2574oken='],
+];
+
 describe('Redactor: linear, bounded, once', () => {
   it.each([
     ['keys only (sig0&sig1&…)', ''],
@@ -256,7 +272,7 @@ describe('Redactor: linear, bounded, once', () => {
     expect(perByteRatio(work)).toBeLessThan(MAX_RATIO);
   });
 
-  it.each(ADVERSARIAL_TEXT)('free text costs the same per byte at 1 KB and 64 KB: %s', (_shape, unit) => {
+  it.each([...ADVERSARIAL_TEXT, ...LATER_ADVERSARIAL_TEXT])('free text costs the same per byte at 1 KB and 64 KB: %s', (_shape, unit) => {
     // One unit repeated, the attribute an attacker sets (a `User-Agent` header): 64 inputs of 1 KB
     // against one of 64 KB, uncapped. Rescanning a harmless pair's value made `a=a=…` ~30× dearer.
     const uncapped = new Redactor({ maxValueLength: Infinity });
@@ -352,6 +368,12 @@ describe('Redactor: any secret key in any form', () => {
     (key: string, value: string) => `${key}="${value}" rejected`,
     (key: string, value: string) => `GET /p?a=1&${key}=${value}#f`,
     (key: string, value: string) => `https://h.example/p?${encodeURIComponent(key)}=${value}`,
+    // The shapes of a later adversarial pass: no space after the colon, `;` between parameters,
+    // an XML element, a key encoded twice, the key as the attribute's name.
+    (key: string, value: string) => `rejected ${key}:${value} (expired)`,
+    (key: string, value: string) => `https://h.example/p?a=1;${key}=${value}`,
+    (key: string, value: string) => `<login><${key}>${value}</${key}></login>`,
+    (key: string, value: string) => `GET /p?${encodeURIComponent(encodeURIComponent(key))}=${value}`,
   );
 
   it('an Authorization value already redacted is not read as a scheme on a second pass', () => {
@@ -370,6 +392,28 @@ describe('Redactor: any secret key in any form', () => {
         expect(redactor.text(once)).toBe(once);
       }),
       { numRuns: 2_000 },
+    );
+  });
+
+  it('an attribute named by a secret key has its value replaced, under any namespace', () => {
+    fc.assert(
+      fc.property(fc.constantFrom('', 'db.', 'app.', 'rpc.grpc.request.metadata.'), secretKey, secretValue, (namespace, key, value) => {
+        expect(redactor.attribute(`${namespace}${key}`, value)).toBe('REDACTED');
+        expect(redactor.attribute(`${namespace}${key}`, [value, 'x'])).toEqual(['REDACTED', 'REDACTED']);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('any other captured header is read as text: a secret in its value goes, the rest stays', () => {
+    fc.assert(
+      fc.property(secretKey, secretValue, fc.constantFrom('location', 'referer', 'link', 'x-original-url'), (key, value, name) => {
+        const sent = `https://app.example/cb?page=2&${encodeURIComponent(key)}=${value}#state=1`;
+        const [kept] = redactor.attribute(`http.response.header.${name}`, [sent]) as string[];
+        expect(kept).not.toContain(value);
+        expect(kept).toMatch(/^https:\/\/app\.example\/cb\?page=2&.*=REDACTED#state=1$/);
+      }),
+      { numRuns: 500 },
     );
   });
 });
