@@ -1,0 +1,124 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { connect } from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+const FIXTURES = new URL('../fixtures/', import.meta.url);
+/** Imported by bench/ under plain Node too, which does not map `./node.js` to its `.ts`. */
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** What one probe server did under a silent flood. */
+export interface StormResult {
+  kind: 'lifeline' | 'plain';
+  /** Probes sent, and those answered 200 within the timeout. */
+  probes: number;
+  answered: number;
+  /** Slowest answered probe, ms. */
+  worstMs: number;
+  /** Connections the attackers opened per second: each one after the first `clients` followed a close by the server. */
+  connectsPerSecond: number;
+}
+
+export interface StormShape {
+  /** Silent clients, each reconnecting at once when cut. */
+  clients: number;
+  /** Source addresses they are spread over (127.0.1.1, 127.0.1.2, …); the probes come from 127.0.0.1. */
+  addresses: number;
+  /** How long probes are sent for. */
+  ms: number;
+  /** A probe every this many ms, each on a fresh connection. */
+  periodMs: number;
+  /** A probe not answered 200 within this many ms failed (the kubelet's default `timeoutSeconds` is 1). */
+  timeoutMs: number;
+}
+
+/** One kubelet-style probe: a fresh connection, one request, `connection: close`. Ms to a 200, or undefined. */
+export function probeOnce(port: number, timeoutMs: number, from = '127.0.0.1'): Promise<number | undefined> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const socket = connect({ port, host: '127.0.0.1', localAddress: from });
+    let answer = '';
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(ok ? performance.now() - started : undefined);
+    };
+    const timer = setTimeout(() => {
+      done(false);
+    }, timeoutMs);
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => {
+      answer += chunk;
+      if (answer.includes('"status":"pass"')) done(answer.startsWith('HTTP/1.1 200 '));
+    });
+    socket.on('error', () => {
+      done(false);
+    });
+    socket.on('close', () => {
+      done(answer.startsWith('HTTP/1.1 200 ') && answer.includes('"status":"pass"'));
+    });
+    socket.write('GET /live HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n');
+  });
+}
+
+function child(script: string, args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
+  return spawn(process.execPath, [new URL(script, FIXTURES).pathname, ...args], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+}
+
+function message<T>(from: ChildProcess): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const onExit = (code: number | null) => {
+      reject(new Error(`child exited (${String(code)}) before it answered`));
+    };
+    from.once('exit', onExit);
+    from.once('message', (m) => {
+      from.off('exit', onExit);
+      resolve(m as T);
+    });
+  });
+}
+
+/**
+ * Kubelet-style probes against a probe server of `kind` (in a process of its own) while silent
+ * clients (in another) flood it. Probes are sent on schedule, not one after another, so a slow one
+ * does not thin out the rest.
+ */
+export async function probesUnderSilentFlood(kind: 'lifeline' | 'plain', shape: StormShape): Promise<StormResult> {
+  const server = child('probe-target.mjs', [], { ...process.env, KIND: kind });
+  let attack: ChildProcess | undefined;
+  try {
+    const { port } = await message<{ port: number }>(server);
+    attack = child('silent-clients.mjs', [String(port), String(shape.clients), String(shape.addresses)]);
+    await message(attack); // every silent client has connected once
+    const started = performance.now();
+    const count = Math.floor(shape.ms / shape.periodMs);
+    const results = await Promise.all(
+      Array.from({ length: count }, async (_, i) => {
+        await new Promise((resolve) => setTimeout(resolve, i * shape.periodMs));
+        return probeOnce(port, shape.timeoutMs);
+      }),
+    );
+    const reply = message<{ connects: number }>(attack);
+    attack.send('stop');
+    const { connects } = await reply;
+    const seconds = (performance.now() - started) / 1_000;
+    const answered = results.filter((ms) => ms !== undefined);
+    return {
+      kind,
+      probes: results.length,
+      answered: answered.length,
+      worstMs: Math.max(0, ...answered),
+      connectsPerSecond: Math.max(0, connects - shape.clients) / seconds,
+    };
+  } finally {
+    attack?.kill();
+    server.kill();
+  }
+}
+
+export function describeStorm(r: StormResult): string {
+  return `${r.kind}: ${String(r.answered)}/${String(r.probes)} probes answered (worst ${r.worstMs.toFixed(0)} ms), ${r.connectsPerSecond.toFixed(0)} attacker connects/s`;
+}
