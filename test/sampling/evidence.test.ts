@@ -115,15 +115,32 @@ describe('head sampling keeps the evidence (EvidenceSampler + EvidenceSpanProces
   });
 
   it('what it holds is bounded in bytes too: a span past maxBufferedBytes pushes the oldest out', () => {
-    const { names: held, processor } = recording({ maxBufferedBytes: 4_096 });
+    const { names: held, processor } = recording({ maxBufferedBytes: 6_144 });
     const bigTracer = new TracerProvider({ sampler: droppingAll(), spanProcessors: [processor] }).getTracer('test');
     bigTracer.startActiveSpan('root', (root) => {
       for (const name of ['big1', 'big2', 'big3']) bigTracer.startSpan(name, { attributes: { 'url.full': 'x'.repeat(1_500) } }).end();
       root.setStatus({ code: SpanStatusCode.ERROR });
       root.end();
     });
-    // ~1.6 KB each by the estimate: two fit in 4 KiB, so big1 went when big3 came.
+    // ~2.5 KB each as held on the heap (the span, its name, a 1.5 KB string): two fit in 6 KiB, so big1 went when big3 came.
     expect(held).toEqual(['big2', 'big3', 'root']);
+  });
+
+  it('the byte bound pushes out the oldest held spans, past the holes a trace kept as evidence left', () => {
+    const { names: exported, processor } = recording({ maxBufferedSpans: 1_000, maxBufferedBytes: 8_192 });
+    const dropping = new TracerProvider({ sampler: droppingAll(), spanProcessors: [processor] }).getTracer('test');
+    const attributes = { 'url.full': 'x'.repeat(1_500) }; // ~2.5 KB a span: three fit
+    const rootX = dropping.startSpan('x root');
+    const inX = trace.setSpan(context.active(), rootX);
+    for (const name of ['x1', 'x2']) dropping.startSpan(name, { attributes }, inX).end();
+    const rootY = dropping.startSpan('y root');
+    dropping.startSpan('y1', { attributes }, trace.setSpan(context.active(), rootY)).end();
+    rootY.setStatus({ code: SpanStatusCode.ERROR });
+    rootY.end(); // y1 exported with its trace: a hole after x2
+    for (const name of ['x3', 'x4', 'x5']) dropping.startSpan(name, { attributes }, inX).end(); // x1, then x2 pushed out
+    rootX.setStatus({ code: SpanStatusCode.ERROR });
+    rootX.end();
+    expect(exported).toEqual(['y1', 'y root', 'x3', 'x4', 'x5', 'x root']);
   });
 
   it('a failing span of a sampled trace does not take the place of a dropped trace kept as evidence', () => {
