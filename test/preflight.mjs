@@ -1,0 +1,50 @@
+// What the fault and e2e suites need from the machine, checked before any test starts: each missing
+// thing is one line saying what it is and how `bash .ci/run` provides it, instead of a stack trace
+// minutes into the run. Usage: node test/preflight.mjs faults|e2e
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+
+const suite = process.argv[2];
+const has = (command, args = ['--version']) => spawnSync(command, args, { stdio: 'ignore' }).status === 0;
+const jaegerBuilt = () => spawnSync('bash', ['-c', 'ls .cache/bin/jaeger-* >/dev/null 2>&1']).status === 0;
+const collectorBuilt = () => spawnSync('bash', ['-c', 'ls .cache/bin/lifeline-otelcol-* >/dev/null 2>&1']).status === 0;
+
+/** [what, present, how .ci/run provides it] */
+const needs = {
+  faults: [
+    ['root (network namespaces and iptables)', () => process.getuid?.() === 0, 'run it as root, as CI does: sudo bash .ci/run'],
+    ['iproute2 (`ip`)', () => has('ip', ['-V']), ".ci/run installs Debian's iproute2 (apt-get install iproute2)"],
+    ['iptables', () => has('iptables', ['--version']), ".ci/run installs Debian's iptables (apt-get install iptables)"],
+    [
+      'Go, or a Jaeger already built in .cache/bin',
+      () => jaegerBuilt() || has('go', ['version']),
+      '.ci/run builds Jaeger from the Go module proxy (otel-collector/build-jaeger.sh): install Go',
+    ],
+  ],
+  e2e: [
+    [
+      'Go, or a Jaeger already built in .cache/bin',
+      () => jaegerBuilt() || has('go', ['version']),
+      '.ci/run builds Jaeger from the Go module proxy (otel-collector/build-jaeger.sh): install Go',
+    ],
+    [
+      'Go, or lifeline-otelcol already built in .cache/bin',
+      () => collectorBuilt() || has('go', ['version']),
+      '.ci/run builds it with the OpenTelemetry Collector Builder (otel-collector/build-collector.sh): install Go',
+    ],
+    [
+      'Chromium (the Jaeger UI test)',
+      () => existsSync(process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'),
+      ".ci/run installs Debian's chromium (apt-get install chromium), or set CHROMIUM_PATH",
+    ],
+  ],
+};
+
+const list = needs[suite];
+if (list === undefined) {
+  console.error(`usage: node test/preflight.mjs ${Object.keys(needs).join('|')}`);
+  process.exit(2);
+}
+const missing = list.filter(([, present]) => !present());
+for (const [what, , how] of missing) console.error(`test:${suite} needs ${what}: ${how}`);
+process.exit(missing.length === 0 ? 0 : 1);
