@@ -200,6 +200,10 @@ const MAY_HOLD_SECRET = /[=:'"<]|eyJ|bearer|basic|authorization|private key/i;
 const KEY_HUMPS = /(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])/g;
 const NOT_ALPHANUMERIC = /[^a-z0-9]+/;
 const PERCENT_ESCAPE = /%([0-9a-f]{2})/gi;
+/** A `=` percent-encoded once to three times: a parameter's value that is itself a query or a URL (`next=%2Fcb%3Ftoken%3D…`). */
+const ENCODED_EQUALS = /%(?:25){0,2}3d/i;
+/** What a URL keeps unencoded in a parameter's value (RFC 3986's unreserved, and `!*'()` as encodeURIComponent). */
+const NOT_UNRESERVED = /[^\w.~!*'()-]/g;
 /** What separates a query's parameters: `&`, and `;` (`?a=1;token=…`); captured, so a split keeps them. */
 const QUERY_SEPARATOR = /([&;])/;
 /** `;name=value` path parameters (`;jsessionid=`). */
@@ -222,6 +226,8 @@ export class Redactor {
   readonly #verdicts = new Memo<boolean>(1_024, 64);
   /** Verdicts per attribute name (a name is longer than a key: its namespace). */
   readonly #attributeVerdicts = new Memo<boolean>(1_024, 128);
+  /** Set while an encoded value is read decoded, so what it holds is decoded once, not once per level. */
+  #decoding = false;
 
   constructor(options: RedactionOptions = {}) {
     const words = (options.queryKeys ?? DEFAULT_SECRET_WORDS)
@@ -379,8 +385,29 @@ export class Redactor {
       if (eq === -1) continue;
       if (this.isSecretKey(part.slice(0, eq))) parts[i] = `${part.slice(0, eq + 1)}${REDACTED}`;
       else if (part.includes('eyJ', eq)) parts[i] = part.replace(JWT, REDACTED);
+      else if (!this.#decoding && ENCODED_EQUALS.test(part)) parts[i] = `${part.slice(0, eq + 1)}${this.#encoded(part.slice(eq + 1))}`;
     }
     return mark + parts.join('');
+  }
+
+  /**
+   * A parameter's value that is percent-encoded text (a server instrumentation records
+   * `?a=1;token=…` as `a=1%3Btoken%3D…`; a redirect carries `next=%2Fcb%3Ftoken%3D…`): read
+   * decoded as text, and encoded again only when that hid something. Decoded once, whatever it holds.
+   */
+  #encoded(value: string): string {
+    let decoded = value;
+    for (let round = 0; round < DECODING_ROUNDS && decoded.includes('%'); round++) {
+      decoded = decoded.replace(PERCENT_ESCAPE, (_escape, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+    }
+    this.#decoding = true;
+    try {
+      const hidden = this.#text(decoded);
+      // Decoded byte by byte, so only what is ASCII is put back as it was; the rest is encoded.
+      return hidden === decoded ? value : hidden.replace(NOT_UNRESERVED, encodeByte);
+    } finally {
+      this.#decoding = false;
+    }
   }
 
   #text(text: string): string {
@@ -453,6 +480,12 @@ function quoted(value: string): string {
     if (value.startsWith(quote)) return `${quote}${REDACTED}${value.length > quote.length && value.endsWith(quote) ? quote : ''}`;
   }
   return REDACTED;
+}
+
+/** A byte (a character of up to 8 bits, as percent-decoding gave it) as `%XX`; any other character as UTF-8. */
+function encodeByte(char: string): string {
+  const code = char.charCodeAt(0);
+  return code > 0xff ? encodeURIComponent(char) : `%${code.toString(16).toUpperCase().padStart(2, '0')}`;
 }
 
 function changedOrUndefined(before: string, after: string): string | undefined {

@@ -137,6 +137,12 @@ describe('Redactor: secrets in every form they reach a span', () => {
       'https://h/reset/REDACTED?next=REDACTED',
     ],
     ['everything else byte for byte', 'http://h/p?q=a%20b+c&token=t&x=%E2%9C%93', 'http://h/p?q=a%20b+c&token=REDACTED&x=%E2%9C%93'],
+    // A server instrumentation records `?a=1;token=t` encoded; a redirect carries a URL as a value.
+    [
+      'a value that is an encoded query or URL',
+      'http://h/p?a=1%3Btoken%3Dt&next=%2Fcb%3Fsig%3Dx%26q%3D%E2%9C%93&page=%3D2',
+      'http://h/p?a=1%3Btoken%3DREDACTED&next=%2Fcb%3Fsig%3DREDACTED%26q%3D%E2%9C%93&page=%3D2',
+    ],
   ])('url: %s', (_what, input, output) => {
     expect(redactor.url(input)).toBe(output);
   });
@@ -243,6 +249,7 @@ const LATER_ADVERSARIAL_TEXT: readonly (readonly [shape: string, unit: string])[
   ['`-----BEGIN PRIVATE KEY-----x-----END PRIVATE KEY-----…`', '-----BEGIN PRIVATE KEY-----x-----END PRIVATE KEY-----'],
   ['`key: -----BEGIN PRIVATE KEY-----…`', 'key: -----BEGIN PRIVATE KEY-----'],
   ['`%25%25…=`', '%25%25%25%25%25%25%25%2574oken='],
+  ['`https://h/?a=%253Dtoken%253D…` (a value decoded and read)', 'https://h/?a=%253Dtoken%253D'],
 ];
 
 describe('Redactor: linear, bounded, once', () => {
