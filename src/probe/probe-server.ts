@@ -38,17 +38,27 @@ export interface ProbeServerOptions {
    */
   debugDiagnostics?: boolean;
   /**
-   * Open connections at most. Past it, a new connection takes the slot of the one that has waited
-   * longest for a request (nothing or part of one sent, or idle between requests); only when every
-   * connection is being answered is the new one closed at accept. Default 64.
+   * Connections holding a slot at most. Past it, a new connection takes the slot of the one that has
+   * sent nothing for longest, once that is 300 ms old (one that has sent part of a request, or is
+   * idle between requests, is ended by `requestTimeoutMs` or the 5 s keep-alive timeout); when none
+   * has, the new one overflows (see `maxOverflowConnections`). Default 64.
    */
   maxConnections?: number;
   /**
-   * Open connections at most from one client address (IPv4-mapped IPv6 counted as IPv4). Past it, a
-   * new connection from that address takes the slot of that address's connection that has waited
-   * longest for a request, as past `maxConnections`. Default 16.
+   * Connections holding a slot at most from one client address (IPv4-mapped IPv6 counted as IPv4,
+   * IPv6 per /64). Past it, a new connection from that address takes the slot of that address's
+   * connection that has sent nothing for longest, as past `maxConnections`. Default 16.
    */
   maxConnectionsPerAddress?: number;
+  /**
+   * Connections past `maxConnections` or `maxConnectionsPerAddress` that are still held and read:
+   * each is answered once (`connection: close`) or ended by `requestTimeoutMs`, and one that has sent
+   * nothing for 300 ms gives way to a newcomer when this is full. Holding silent clients (~3 KB of
+   * heap each) rather than closing them is what keeps clients that reconnect when cut from flooding
+   * the listen queue, where the kernel drops probes' connections. Only when all are talking or
+   * younger than 300 ms is a new connection closed at accept. Default 4 096.
+   */
+  maxOverflowConnections?: number;
   /** Requests served on one connection: the last is answered with `connection: close`, a client that sends more is cut off. Default 100. */
   maxRequestsPerConnection?: number;
   /** A client that sends a request while more than this many bytes of earlier answers are still unsent (it does not read) is cut off. Default 65 536. */
@@ -112,6 +122,7 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
     debugDiagnostics = false,
     maxConnections = 64,
     maxConnectionsPerAddress = 16,
+    maxOverflowConnections = 4_096,
     maxRequestsPerConnection = 100,
     maxUnsentBytes = 65_536,
     maxRequestsPerSecond = 1_000,
@@ -124,6 +135,7 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
   if (typeof debugDiagnostics !== 'boolean') throw invalidOption('debugDiagnostics', debugDiagnostics, 'a boolean');
   numberOption('maxConnections', maxConnections, { min: 1, integer: true });
   numberOption('maxConnectionsPerAddress', maxConnectionsPerAddress, { min: 1, integer: true });
+  numberOption('maxOverflowConnections', maxOverflowConnections, { min: 0, integer: true });
   numberOption('maxRequestsPerConnection', maxRequestsPerConnection, { min: 1, integer: true });
   numberOption('maxUnsentBytes', maxUnsentBytes, { min: 1, integer: true });
   numberOption('maxRequestsPerSecond', maxRequestsPerSecond, { min: 0, above: true });
@@ -134,7 +146,7 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
   const members = instanceKey === undefined ? undefined : new ServiceMembers(instanceKey);
   const view = members === undefined ? health : withMembers(health, members);
   const clients = new ClientLimits(maxRequestsPerConnection, maxUnsentBytes, new RequestBudget(maxRequestsPerSecond));
-  const slots = new ConnectionSlots(maxConnections, maxConnectionsPerAddress);
+  const slots = new ConnectionSlots(maxConnections, maxConnectionsPerAddress, maxOverflowConnections);
   const server = createServer(
     {
       requestTimeout: requestTimeoutMs,
@@ -145,12 +157,12 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
       maxHeaderSize: MAX_HEADER_BYTES,
     },
     (req, res) => {
-      slots.answering(req.socket, res); // a request complete: no longer a slow client's
+      slots.answering(req.socket, res); // one past the caps is answered, then closed
       if (clients.admit(req, res)) answer(view, req, res, logFailure, debugDiagnostics ? logger : undefined, members);
     },
   );
   server.on('clientError', refuse);
-  // Past a cap, a newcomer closes the connection that has waited longest for a request (see ConnectionSlots).
+  // Past a cap, a newcomer takes a silent connection's slot, or overflows (see ConnectionSlots).
   server.on('connection', (socket: Socket) => {
     slots.accept(socket);
   });
@@ -364,102 +376,167 @@ function send(req: IncomingMessage, res: ServerResponse, code: number, body: obj
   res.end(req.method === 'HEAD' ? undefined : bytes);
 }
 
-interface Slot {
-  readonly address: string;
-  /** Requests being answered on it: while any is, it is not closed for a newcomer. */
-  answering: number;
-}
+/**
+ * How long a connection that has sent nothing keeps its slot against a newcomer. A prober sends its
+ * request as soon as it is connected, so longer than that takes on a loaded machine (a CPU-throttled
+ * pod gets the CPU back within one 100 ms CFS period; twice that and a margin), and shorter than the
+ * kubelet's 1 s timeout, past which a probe still silent has failed anyway. It also bounds churn: a
+ * slot changes hands at most once per this time, whatever the rate of newcomers.
+ */
+const SILENT_GRACE_MS = 300;
 
-/** The connections of one client address. */
+/** The connections of one client address (an IPv6 peer's /64). */
 interface AddressSlots {
   open: number;
-  /** Those waiting for a request, longest waiting first (a Set iterates in insertion order). */
-  waiting: Set<Socket>;
+  /** Those that have sent nothing yet, by when they were accepted (a Map iterates in insertion order). */
+  silent: Map<Socket, number>;
 }
 
 /**
  * Who holds the connection slots. A kubelet opens a fresh connection per probe and sends its
- * request at once; a slow client (nothing sent, a request trickled, an idle keep-alive) holds its
- * slot until a timeout. Refusing newcomers past a global cap let 80 slow clients that reconnect when
- * cut fail most probes. So, as nginx (`limit_conn` per address) and Envoy (per-downstream limits,
- * closing idle connections under load) do: one address holds at most its share of the slots (the
- * kubelet, from the node's address, keeps its own whatever other addresses do), and a newcomer past
- * a cap closes the connection that has waited longest for a request instead of being refused. A
- * probe's request is read the loop turn after it is accepted, so it is answered unless a cap's worth
- * of newer connections come first. A slowloris thus holds a slot only while slots are plentiful, and
- * `requestTimeoutMs` need not shrink. Behind a service mesh every client is 127.0.0.1: the
- * per-address cap then holds them all, and eviction is what lets the probes in.
+ * request at once; a slow client holds its slot until a timeout. One address holds at most its
+ * share of the slots (as nginx's `limit_conn`): the kubelet, from the node's address, keeps its own
+ * whatever other addresses do. Past a cap, a newcomer takes the slot of the connection that has
+ * sent nothing for longest, once that is older than {@link SILENT_GRACE_MS}; one that has sent part
+ * of a request, or is idle between requests, is left to `requestTimeoutMs` and the keep-alive
+ * timeout. When no slot can be taken the newcomer is not closed but overflows: it is read like any
+ * (a probe among thousands of silent clients is answered, then closed) until the overflow is full.
+ * Closing newcomers, or the longest-waiting connection, at once is what failed probes: clients that
+ * reconnect when cut then did so 8,000 to 33,000 times a second, the listen queue overflowed and
+ * the kernel dropped probes' SYNs (a retransmit comes after 1 s, the kubelet's timeout). Held
+ * instead, a silent client costs ~3 KB of heap and no CPU, as it does a plain node:http server.
  */
 class ConnectionSlots {
   readonly #max: number;
   readonly #maxPerAddress: number;
-  readonly #open = new Map<Socket, Slot>();
-  /** All connections waiting for a request, longest waiting first. */
-  readonly #waiting = new Set<Socket>();
+  readonly #maxOverflow: number;
+  /** Connections holding a slot, and their address. */
+  readonly #open = new Map<Socket, string>();
+  /** Those of them that have sent nothing yet, oldest first. */
+  readonly #silent = new Map<Socket, number>();
   readonly #addresses = new Map<string, AddressSlots>();
+  /** Connections past a cap: read, answered once, never kept alive. */
+  readonly #overflow = new Set<Socket>();
+  /** Those of them that have sent nothing yet, oldest first. */
+  readonly #overflowSilent = new Map<Socket, number>();
 
-  constructor(max: number, maxPerAddress: number) {
+  constructor(max: number, maxPerAddress: number, maxOverflow: number) {
     this.#max = max;
     this.#maxPerAddress = maxPerAddress;
+    this.#maxOverflow = maxOverflow;
   }
 
   accept(socket: Socket): void {
-    const address = (socket.remoteAddress ?? '').replace(/^::ffff:(?=\d+\.)/, '');
+    const now = performance.now();
+    const address = addressKey(socket.remoteAddress);
     let own = this.#addresses.get(address);
     // Past its address's share, room is made among that address's connections; past the cap, among all.
-    let full: Set<Socket> | undefined;
-    if (own !== undefined && own.open >= this.#maxPerAddress) full = own.waiting;
-    else if (this.#open.size >= this.#max) full = this.#waiting;
+    let full: Map<Socket, number> | undefined;
+    if (own !== undefined && own.open >= this.#maxPerAddress) full = own.silent;
+    else if (this.#open.size >= this.#max) full = this.#silent;
     if (full !== undefined) {
-      const oldest = full.values().next();
-      // Every slot is answering a request, which ends on its own: the newcomer is the one to go.
-      if (oldest.done === true) {
-        socket.destroy();
+      const evicted = oldestSilent(full, now, (spoke) => {
+        this.#spoke(spoke);
+      });
+      if (evicted === undefined) {
+        this.#overflowing(socket, now);
         return;
       }
-      this.#forget(oldest.value);
-      oldest.value.destroy();
+      this.#forget(evicted);
+      evicted.destroy();
       own = this.#addresses.get(address);
     }
     if (own === undefined) {
-      own = { open: 0, waiting: new Set() };
+      own = { open: 0, silent: new Map() };
       this.#addresses.set(address, own);
     }
     own.open++;
-    own.waiting.add(socket);
-    this.#waiting.add(socket);
-    this.#open.set(socket, { address, answering: 0 });
+    own.silent.set(socket, now);
+    this.#silent.set(socket, now);
+    this.#open.set(socket, address);
     socket.once('close', () => {
       this.#forget(socket);
     });
   }
 
-  /** `res` is being answered on `socket`: not closed for a newcomer until `res` is done. */
+  /** `res` is being answered on `socket`: an overflowing connection is closed after it. */
   answering(socket: Socket, res: ServerResponse): void {
-    const slot = this.#open.get(socket);
-    if (slot === undefined) return;
-    slot.answering++;
-    this.#waiting.delete(socket);
-    this.#addresses.get(slot.address)?.waiting.delete(socket);
-    res.once('close', () => {
-      const own = this.#addresses.get(slot.address);
-      if (--slot.answering > 0 || own === undefined || this.#open.get(socket) !== slot) return;
-      // Kept alive and idle: waiting again, counted from now.
-      own.waiting.add(socket);
-      this.#waiting.add(socket);
+    if (this.#overflow.has(socket)) res.shouldKeepAlive = false;
+  }
+
+  #overflowing(socket: Socket, now: number): void {
+    if (this.#overflow.size >= this.#maxOverflow) {
+      const evicted = oldestSilent(this.#overflowSilent, now, (spoke) => this.#overflowSilent.delete(spoke));
+      // Every connection is talking or too young to judge: the newcomer is the one to go.
+      if (evicted === undefined) {
+        socket.destroy();
+        return;
+      }
+      this.#overflow.delete(evicted);
+      this.#overflowSilent.delete(evicted);
+      evicted.destroy();
+    }
+    this.#overflow.add(socket);
+    this.#overflowSilent.set(socket, now);
+    socket.once('close', () => {
+      this.#overflow.delete(socket);
+      this.#overflowSilent.delete(socket);
     });
   }
 
-  #forget(socket: Socket): void {
-    const slot = this.#open.get(socket);
-    if (slot === undefined) return;
-    this.#open.delete(socket);
-    this.#waiting.delete(socket);
-    const own = this.#addresses.get(slot.address);
-    if (own === undefined) return;
-    own.waiting.delete(socket);
-    if (--own.open === 0) this.#addresses.delete(slot.address);
+  /** A slot holder has sent something: its slot is no longer for a newcomer to take. */
+  #spoke(socket: Socket): void {
+    this.#silent.delete(socket);
+    const address = this.#open.get(socket);
+    if (address !== undefined) this.#addresses.get(address)?.silent.delete(socket);
   }
+
+  #forget(socket: Socket): void {
+    const address = this.#open.get(socket);
+    if (address === undefined) return;
+    this.#open.delete(socket);
+    this.#silent.delete(socket);
+    const own = this.#addresses.get(address);
+    if (own === undefined) return;
+    own.silent.delete(socket);
+    if (--own.open === 0) this.#addresses.delete(address);
+  }
+}
+
+/**
+ * The oldest connection of `candidates` (accept times, oldest first) that has sent nothing, if it is
+ * older than {@link SILENT_GRACE_MS}. Those found to have sent something are handed to `spoke`,
+ * which removes them: bytes sent are never unsent, so each is looked at once.
+ */
+function oldestSilent(candidates: Map<Socket, number>, now: number, spoke: (socket: Socket) => void): Socket | undefined {
+  for (const [socket, accepted] of candidates) {
+    if (socket.bytesRead === 0) return now - accepted >= SILENT_GRACE_MS ? socket : undefined;
+    spoke(socket);
+  }
+  return undefined;
+}
+
+/**
+ * The address a per-address share is counted for: an IPv4 address (IPv4-mapped IPv6 as IPv4), or
+ * an IPv6 peer's /64, the block one host is usually given, so that a host cannot take every slot by
+ * cycling the addresses of its own /64.
+ */
+export function addressKey(address: string | undefined): string {
+  if (address === undefined) return '';
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped?.[1] !== undefined) return mapped[1];
+  if (!address.includes(':')) return address;
+  const bare = address.split('%')[0] ?? '';
+  const halves = bare.split('::');
+  const groups = (half: string | undefined) =>
+    half === undefined || half === '' ? [] : half.split(':').flatMap((g) => (g.includes('.') ? ['0', '0'] : [g]));
+  const head = groups(halves[0]);
+  const tail = groups(halves[1]);
+  const all = halves.length > 1 ? [...head, ...Array<string>(Math.max(0, 8 - head.length - tail.length)).fill('0'), ...tail] : head;
+  return `${all
+    .slice(0, 4)
+    .map((g) => (Number.parseInt(g, 16) || 0).toString(16))
+    .join(':')}::/64`;
 }
 
 /** Bytes of a response head, counted with its body as unsent until Node hands both to the kernel. */

@@ -3,6 +3,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Health, LifelineError, startProbeServer, type Logger, type ProbeServer, type ProbeServerOptions } from '../../src/index.js';
 import { rawExchange } from '../support/raw-http.js';
 
+/** How long a silent connection keeps its slot against newcomers (the server's rule), with a margin for timers. */
+const SILENT_GRACE_MS = 350;
+
 const cleanup: (() => unknown)[] = [];
 afterEach(async () => {
   for (const fn of cleanup.splice(0).reverse()) await fn();
@@ -282,26 +285,31 @@ describe('probe server (README: API)', () => {
     expect((await fetch(`${server.url}/live`)).status).toBe(200);
   });
 
-  it('past maxConnections, a new connection closes the one that has waited longest for a request, silent or idle', async () => {
-    const { server } = await serve({ maxConnections: 2 });
-    const first = await hold(server.port);
-    const second = await hold(server.port);
+  it('past maxConnections, a new connection takes the slot of one that has sent nothing for 300 ms; a young, half-sent or idle one keeps it', async () => {
+    const { server } = await serve({ maxConnections: 2, maxOverflowConnections: 0 });
+    const [silent, halfSent] = await Promise.all([hold(server.port), hold(server.port)]);
+    halfSent.socket.write('GET /live HTTP/1.1\r\nHost: x\r\n');
+    // Both just accepted: a prober may not have sent its request yet, so neither is closed for it.
+    expect(await probe(server.port)).toBe('');
+    await new Promise((resolve) => setTimeout(resolve, SILENT_GRACE_MS));
     expect(await probe(server.port)).toMatch(/^HTTP\/1\.1 200 /);
-    await first.closed; // accepted first, sent nothing
-    expect(second.socket.destroyed).toBe(false);
-    // `second` is answered, then idle on its kept-alive connection: waiting again, from then on.
-    second.socket.write('GET /live HTTP/1.1\r\nHost: x\r\n\r\n');
-    await new Promise((resolve) => second.socket.once('data', resolve));
-    const third = await hold(server.port);
-    expect(await probe(server.port)).toMatch(/^HTTP\/1\.1 200 /);
-    await second.closed;
-    expect(third.socket.destroyed).toBe(false);
+    await silent.closed;
+    expect(halfSent.socket.destroyed).toBe(false);
+    // Answered and idle on a kept-alive connection: it has spoken, its keep-alive timeout ends it.
+    const idle = await hold(server.port);
+    idle.socket.write('GET /live HTTP/1.1\r\nHost: x\r\n\r\n');
+    await new Promise((resolve) => idle.socket.once('data', resolve));
+    await new Promise((resolve) => setTimeout(resolve, SILENT_GRACE_MS));
+    expect(await probe(server.port)).toBe('');
+    expect(halfSent.socket.destroyed).toBe(false);
+    expect(idle.socket.destroyed).toBe(false);
   });
 
-  it('past maxConnectionsPerAddress, a new connection closes the longest-waiting one of its own address', async () => {
-    const { server } = await serve({ maxConnectionsPerAddress: 2 });
+  it('past maxConnectionsPerAddress, a new connection takes the slot of a silent one of its own address', async () => {
+    const { server } = await serve({ maxConnectionsPerAddress: 2, maxOverflowConnections: 0 });
     const [first, second] = [await hold(server.port), await hold(server.port)];
     const other = await hold(server.port, '127.0.0.2');
+    await new Promise((resolve) => setTimeout(resolve, SILENT_GRACE_MS));
     expect(await probe(server.port)).toMatch(/^HTTP\/1\.1 200 /);
     await first.closed;
     expect(second.socket.destroyed).toBe(false);
@@ -312,38 +320,21 @@ describe('probe server (README: API)', () => {
     expect(other.socket.destroyed).toBe(false);
   });
 
-  it('closes a new connection at accept only when every connection is being answered', async () => {
-    const health = new Health();
-    let release: () => void = () => undefined;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    let entered: () => void = () => undefined;
-    const diagnosing = new Promise<void>((resolve) => (entered = resolve));
-    const view = {
-      status: (kind: 'live' | 'ready' | 'startup') => health.status(kind),
-      diagnose: async () => {
-        entered();
-        await gate;
-        return health.diagnose();
-      },
-    };
-    const server = await startProbeServer({ health: view, port: 0, maxConnections: 1, debugDiagnostics: true, logger: recordingLogger() });
-    cleanup.push(
-      () => {
-        health.close();
-      },
-      () => server.close(),
-    );
-    const busy = await hold(server.port);
-    let answer = '';
-    busy.socket.setEncoding('latin1').on('data', (chunk: string) => (answer += chunk));
-    busy.socket.write('GET /debug/diagnostics HTTP/1.1\r\nHost: localhost\r\n\r\n');
-    await diagnosing;
-    const refused = await rawExchange(server.port, 'GET /live HTTP/1.1\r\nHost: x\r\n\r\n', { timeoutMs: 2_000 });
-    expect(refused).toMatchObject({ answer: '', closed: true });
-    release();
-    await new Promise((resolve) => busy.socket.once('data', resolve));
+  it('past the caps a new connection overflows: read and answered once with connection: close; closed at accept only when the overflow is full of young or talking ones', async () => {
+    const { server } = await serve({ maxConnections: 1, maxOverflowConnections: 1 });
+    const holder = await hold(server.port);
+    holder.socket.write('GET /live HTTP/1.1\r\n'); // has spoken: keeps its slot
+    const overflowing = await hold(server.port);
+    // The overflow holds one, too young to judge: a newcomer is refused.
+    expect(await probe(server.port)).toBe('');
+    expect(overflowing.socket.destroyed).toBe(false);
+    await new Promise((resolve) => setTimeout(resolve, SILENT_GRACE_MS));
+    // Silent for 300 ms, it gives way; the newcomer is answered and not kept alive.
+    const { answer } = await rawExchange(server.port, 'GET /live HTTP/1.1\r\nHost: x\r\n\r\n', { timeoutMs: 2_000 });
     expect(answer).toMatch(/^HTTP\/1\.1 200 /);
-    expect(await probe(server.port)).toMatch(/^HTTP\/1\.1 200 /); // `busy` is idle now: it makes room
+    expect(answer).toMatch(/connection: close/i);
+    await overflowing.closed;
+    expect(holder.socket.destroyed).toBe(false);
   });
 
   it('reads at most maxRequestsPerSecond under a flood, while a fresh probe connection is answered at once', async () => {
