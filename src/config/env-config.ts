@@ -23,8 +23,13 @@ export interface EnvConfig {
   deadlineHeaderHosts?: 'internal' | 'all' | 'none' | string[];
   /** `LIFELINE_EXPORT_BUFFER_SPANS`, `LIFELINE_EXPORT_BUFFER_BYTES`: what is kept for a retry (`exportBuffer`). */
   exportBuffer: { maxSpans?: number; maxBytes?: number };
-  /** `LIFELINE_PROBE_MAX_CONNECTIONS`, `LIFELINE_PROBE_MAX_CONNECTIONS_PER_ADDRESS`, `LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND`: the probe server's limits. */
-  probeLimits: { maxConnections?: number; maxConnectionsPerAddress?: number; maxRequestsPerSecond?: number };
+  /** `LIFELINE_PROBE_MAX_CONNECTIONS`, `LIFELINE_PROBE_MAX_CONNECTIONS_PER_ADDRESS`, `LIFELINE_PROBE_MAX_OVERFLOW_CONNECTIONS`, `LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND`: the probe server's limits. */
+  probeLimits: {
+    maxConnections?: number;
+    maxConnectionsPerAddress?: number;
+    maxOverflowConnections?: number;
+    maxRequestsPerSecond?: number;
+  };
   /** `LIFELINE_WATCHDOG=off`: no watchdog thread; else `LIFELINE_WATCHDOG_THRESHOLD_MS`, when set. */
   watchdog: false | { thresholdMs?: number };
   /** `LIFELINE_EVIDENCE=off`: the sampler alone decides what is exported (startLifeline's `evidence: false`). */
@@ -59,6 +64,7 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
   const maxBytes = integer(env, 'LIFELINE_EXPORT_BUFFER_BYTES', 1, 2 ** 40);
   const maxConnections = integer(env, 'LIFELINE_PROBE_MAX_CONNECTIONS', 1, 1_000_000);
   const maxConnectionsPerAddress = integer(env, 'LIFELINE_PROBE_MAX_CONNECTIONS_PER_ADDRESS', 1, 1_000_000);
+  const maxOverflowConnections = integer(env, 'LIFELINE_PROBE_MAX_OVERFLOW_CONNECTIONS', 0, 1_000_000);
   const maxRequestsPerSecond = integer(env, 'LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND', 1, 10_000_000);
   const watchdog = oneOfEnv(env, 'LIFELINE_WATCHDOG', SWITCH) ?? 'on';
   const thresholdMs = integer(env, 'LIFELINE_WATCHDOG_THRESHOLD_MS', 10, 86_400_000);
@@ -70,6 +76,7 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
     probeLimits: {
       ...(maxConnections === undefined ? {} : { maxConnections }),
       ...(maxConnectionsPerAddress === undefined ? {} : { maxConnectionsPerAddress }),
+      ...(maxOverflowConnections === undefined ? {} : { maxOverflowConnections }),
       ...(maxRequestsPerSecond === undefined ? {} : { maxRequestsPerSecond }),
     },
     esmHook: esmHook === 'on',
