@@ -2,6 +2,7 @@ import { metrics, type BatchObservableResult, type MeterProvider, type Observabl
 import { ProcessView } from '../diagnostics/index.js';
 import { numberOption } from '../errors/index.js';
 import type { ComponentProbe, Health } from '../health/index.js';
+import { cpuStarvation } from '../watchdog/index.js';
 import {
   ATTR_HEALTH_COMPONENT,
   ATTR_HEALTH_PROBE,
@@ -12,6 +13,7 @@ import {
   METRIC_HEALTH_STATUS,
   METRIC_HEALTH_TICK_LAG,
   METRIC_HEALTH_VERDICTS,
+  METRIC_PROCESS_CPU_STARVED,
   SCOPE_NAME,
 } from '../semconv/index.js';
 
@@ -45,7 +47,10 @@ export interface InstalledHealthMetrics {
  *   `lifeline.health.probe`), for the first `maxComponents` (a component gone or past the cap keeps
  *   its last value in the SDK's memory: count on `lifeline.health.components` for alerts on all);
  * - `lifeline.health.components` (gauge): components by probe and `lifeline.health.state`, all of them;
- * - `lifeline.event_loop.delay.p99` and `.max` (gauges, s) since the previous collection.
+ * - `lifeline.event_loop.delay.p99` and `.max` (gauges, s) since the previous collection;
+ * - `lifeline.process.cpu_starved` (counter, s): how long the event loop stalled (each time for at
+ *   least the watchdog's threshold) because the process got no CPU — stopped, a paused VM, throttled
+ *   at its CPU limit — which the watchdog tells from a blocked loop and does not report as one.
  * `startLifeline` and register mode install it; the SDK exports it when `OTEL_METRICS_EXPORTER` is set.
  * @example
  * ```ts
@@ -81,9 +86,13 @@ export function installHealthMetrics(health: Health, options: HealthMetricsOptio
     unit: 's',
     description: 'Event-loop delay, the longest since the previous collection',
   });
+  const starved = meter.createObservableCounter(METRIC_PROCESS_CPU_STARVED, {
+    unit: 's',
+    description: 'How long the event loop stalled because the process got no CPU (stopped, throttled at its CPU limit), not blocked',
+  });
   const loop = new ProcessView();
   loop.start();
-  const observables: Observable[] = [status, lag, verdicts, components, delayP99, delayMax];
+  const observables: Observable[] = [status, lag, verdicts, components, delayP99, delayMax, starved];
   const observe = (result: BatchObservableResult): void => {
     // Every probe and state, 0 included: the SDK repeats the last value of a series not observed again.
     const counts = new Map<string, number>();
@@ -107,6 +116,7 @@ export function installHealthMetrics(health: Health, options: HealthMetricsOptio
     loop.resetDelay();
     result.observe(delayP99, delay.p99 / 1_000);
     result.observe(delayMax, delay.max / 1_000);
+    result.observe(starved, cpuStarvation().seconds);
   };
   meter.addBatchObservableCallback(observe, observables);
   let installed = true;

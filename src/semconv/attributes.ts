@@ -52,5 +52,7 @@ export const METRIC_DEADLINE_EXCEEDED = 'lifeline.deadline.exceeded';
 export const METRIC_DEADLINE_MISSING = 'lifeline.deadline.missing';
 export const METRIC_EVENT_LOOP_DELAY_P99 = 'lifeline.event_loop.delay.p99';
 export const METRIC_EVENT_LOOP_DELAY_MAX = 'lifeline.event_loop.delay.max';
+/** Seconds the event loop stalled because the process got no CPU (stopped, throttled), as the watchdog saw it. */
+export const METRIC_PROCESS_CPU_STARVED = 'lifeline.process.cpu_starved';
 /** `server.address` of a deadline metric once the distinct addresses reached their cap. */
 export const OTHER_ADDRESSES = '_OTHER';

@@ -11,11 +11,16 @@ export const BEAT = 0;
  * then be a developer's breakpoint, which pausing and resuming the thread would release.
  */
 export const INSPECTOR_OPEN = 1;
-export const HEARTBEAT_SLOTS = 2;
+/**
+ * Heartbeat slot: 1 once the app is serving (its first request, the catalog's first round, or its
+ * loop idle). A block before that is start-up's (module loading) and spends none of the block budget.
+ */
+export const STARTED = 2;
+export const HEARTBEAT_SLOTS = 3;
 
 /** What the watchdog thread is started with. */
 export interface WatchdogWorkerData {
-  /** Int32 slots: {@link BEAT} and {@link INSPECTOR_OPEN}. */
+  /** Int32 slots: {@link BEAT}, {@link INSPECTOR_OPEN} and {@link STARTED}. */
   readonly heartbeat: SharedArrayBuffer;
   readonly thresholdMs: number;
   readonly pollMs: number;
@@ -44,6 +49,7 @@ export type ToWatchdog =
 /** What the watchdog thread sends the main thread. */
 export type FromWatchdog =
   | BlockMessage
+  | StarvedMessage
   | { readonly type: 'serving'; readonly port: number; readonly url: string }
   | { readonly type: 'serve-failed'; readonly name: string; readonly code: string | undefined; readonly message: string }
   | { readonly type: 'probes-closed' }
@@ -62,10 +68,28 @@ export interface BlockMessage {
   readonly native: boolean;
   /** The main thread's kernel wait channel during a block outside JavaScript (Linux). */
   readonly wait?: string;
-  /** Whether spans were exported for it (at most one block per `minReportIntervalMs`). */
+  /** Whether spans were exported for it (at most one block per `minReportIntervalMs`, and one during start-up). */
   readonly reported: boolean;
+  /** It began before the app was serving (module loading): it spent none of the block budget. */
+  readonly startup: boolean;
   /** Whether the probes served by the thread answered 503 during it (it lasted past the catalog's stall limit). */
   readonly failedProbes: boolean;
   /** The `event loop blocked` span exported when it was detected. */
   readonly span?: { readonly traceId: string; readonly spanId: string };
+}
+
+/**
+ * Sent to the main thread when the loop runs again after a stall the process was starved of CPU for
+ * (stopped, throttled at its CPU limit, a paused VM): not a block, nothing exported, no probe failed.
+ */
+export interface StarvedMessage {
+  readonly type: 'starved';
+  /** How long the loop did not run, in ms. */
+  readonly stalledMs: number;
+  /** How much of it the process (the watchdog thread, or the main thread waiting for a CPU) could not run. */
+  readonly starvedMs: number;
+  /** CPU the main thread got meanwhile (Linux; undefined elsewhere). */
+  readonly mainThreadCpuMs: number | undefined;
+  /** Epoch ms the stall began. */
+  readonly startedAt: number;
 }

@@ -17,7 +17,15 @@ import type { DiagnosticSnapshot } from '../diagnostics/index.js';
 import type { HealthStatus, ProbeKind } from '../health/index.js';
 import type { HealthView, ProbeServer } from '../probe/index.js';
 import { describeFrame, framesOf, SourceMapper, stackText, topUserFrame, type BlockedFrame, type InspectorCallFrame } from './frames.js';
-import { BEAT, INSPECTOR_OPEN, type FromWatchdog, type ServedProbeOptions, type ToWatchdog, type WatchdogWorkerData } from './messages.js';
+import {
+  BEAT,
+  INSPECTOR_OPEN,
+  STARTED,
+  type FromWatchdog,
+  type ServedProbeOptions,
+  type ToWatchdog,
+  type WatchdogWorkerData,
+} from './messages.js';
 
 const config = workerData as WatchdogWorkerData;
 const beats = new Int32Array(config.heartbeat);
@@ -36,8 +44,12 @@ interface Block {
   readonly startedAt: number;
   /** Whether this block is reported (rate limit), and what was exported when it was detected. */
   readonly report: Promise<Reported> | undefined;
+  /** Began before the app was serving: reported without spending the budget. */
+  readonly startup: boolean;
   /** The frames, once captured: what probe answers show. */
   frames?: readonly BlockedFrame[] | undefined;
+  /** How much of it, so far, the process was starved of CPU: not the loop's doing, no probe fails for it. */
+  starvedMs: number;
 }
 
 interface Reported {
@@ -55,41 +67,103 @@ interface Reported {
   readonly detectionSpan: Promise<Link['context'] | undefined>;
 }
 
+/** The main thread's scheduler counters (Linux `schedstat`): ms on a CPU, and ms runnable but waiting for one. */
+interface Schedule {
+  readonly cpuMs: number;
+  readonly waitMs: number;
+}
+
+const MAIN_SCHEDSTAT = `/proc/${String(process.pid)}/task/${String(process.pid)}/schedstat`;
+let schedstat = true;
+
+function mainThreadSchedule(): Schedule | undefined {
+  if (!schedstat) return undefined;
+  try {
+    const [cpu, wait] = readFileSync(MAIN_SCHEDSTAT, 'latin1').split(' ');
+    return { cpuMs: Number(cpu) / 1e6, waitMs: Number(wait) / 1e6 };
+  } catch {
+    schedstat = false; // not Linux, or a kernel without scheduler statistics: this thread's lateness alone tells
+    return undefined;
+  }
+}
+
+/** CPU this thread used, in ms (Node 23.9+; 0 before, when its own lateness counts whole). */
+function ownCpuMs(): number {
+  const usage = typeof process.threadCpuUsage === 'function' ? process.threadCpuUsage() : undefined;
+  return usage === undefined ? 0 : (usage.user + usage.system) / 1_000;
+}
+
 let seen = Atomics.load(beats, BEAT);
 let lastBeat = performance.now();
 let block: Block | undefined;
 let lastReport = Number.NEGATIVE_INFINITY;
+/** Start-up's block was reported: a second one during start-up spends the budget. */
+let startupReported = false;
+
+/**
+ * Ms the process could not run, summed over this thread's checks: in each, the longer of this
+ * thread's own lateness beyond its own work (all of a stopped process, SIGSTOP or a paused VM, or
+ * one throttled at its CPU limit, is late) and the main thread's wait for a CPU (the kernel counts it).
+ */
+let deniedMs = 0;
+let lastCheck = performance.now();
+let lastOwnCpu = ownCpuMs();
+let lastMain = mainThreadSchedule();
+/** The counters at the last heartbeat seen: a stall is measured from there. */
+let mark = { deniedMs, main: lastMain };
 
 setInterval(check, config.pollMs);
 
-let lastCheck = performance.now();
+/**
+ * How long the loop has not run, and how much of that the process was starved of CPU. A blocked
+ * loop holds the main thread: it runs (a loop), or waits in a system call (`execSync`, sync I/O,
+ * `Atomics.wait`) while this thread keeps its time; either is the loop's own time. Starved is
+ * what was denied it, never more than the time the main thread was not seen running: a loop that
+ * burned a threshold of CPU is blocked, however slowly it got it.
+ */
+function stall(now: number, main: Schedule | undefined): { wallMs: number; starvedMs: number; mainCpuMs: number | undefined } {
+  const wallMs = now - lastBeat;
+  const mainCpuMs = main === undefined || mark.main === undefined ? undefined : main.cpuMs - mark.main.cpuMs;
+  return { wallMs, starvedMs: Math.max(0, Math.min(wallMs - (mainCpuMs ?? 0), deniedMs - mark.deniedMs)), mainCpuMs };
+}
 
 function check(): void {
   const now = performance.now();
-  // This thread itself ran late: the whole process was descheduled (a loaded machine, a stopped
-  // container), not only the main thread's loop. The window starts again rather than blame the loop.
-  const frozen = now - lastCheck > 2 * config.pollMs + 100;
+  const cpu = ownCpuMs();
+  const main = mainThreadSchedule();
+  const late = now - lastCheck - config.pollMs - (cpu - lastOwnCpu);
+  const mainWait = main === undefined || lastMain === undefined ? 0 : main.waitMs - lastMain.waitMs;
+  deniedMs += Math.max(0, late, mainWait);
   lastCheck = now;
+  lastOwnCpu = cpu;
+  lastMain = main;
   const current = Atomics.load(beats, BEAT);
-  if (frozen && block === undefined) {
-    seen = current;
-    lastBeat = now;
-    return;
-  }
+  const { wallMs, starvedMs, mainCpuMs } = stall(now, main);
   if (current !== seen) {
     seen = current;
     if (block !== undefined) ended(block, now);
+    // The loop did not run for a threshold, but only because the process got no CPU: said, not blamed.
+    else if (wallMs >= config.thresholdMs && wallMs - starvedMs < config.thresholdMs)
+      tell({ type: 'starved', stalledMs: wallMs, starvedMs, mainThreadCpuMs: mainCpuMs, startedAt: Date.now() - wallMs });
     block = undefined;
     lastBeat = now;
+    mark = { deniedMs, main };
     return;
   }
-  if (block === undefined && now - lastBeat >= config.thresholdMs) {
-    const reported = now - lastReport >= config.minReportIntervalMs;
-    if (reported) lastReport = now;
-    const startedAt = Date.now() - (now - lastBeat);
-    const since = lastBeat;
-    const current: Block = { since, startedAt, report: reported ? detected(startedAt, now - since) : undefined };
-    block = current;
+  if (block !== undefined) {
+    block.starvedMs = starvedMs;
+    return;
+  }
+  // Blocked once the loop's own time in the stall reaches the threshold: starved time does not count.
+  if (wallMs - starvedMs >= config.thresholdMs) {
+    const startup = Atomics.load(beats, STARTED) === 0;
+    // Start-up (module loading) has a report of its own: a slow start must not hide the first real block.
+    const startupReport = startup && !startupReported;
+    const reported = startupReport || now - lastReport >= config.minReportIntervalMs;
+    if (startupReport) startupReported = true;
+    else if (reported) lastReport = now;
+    const startedAt = Date.now() - wallMs;
+    block = { since: lastBeat, startedAt, startup, starvedMs, report: reported ? detected(startedAt, wallMs) : undefined };
   }
 }
 
@@ -129,7 +203,8 @@ function ended(current: Block, now: number): void {
       frames: [],
       native: false,
       reported: false,
-      failedProbes: failsProbes(blockedMs),
+      startup: current.startup,
+      failedProbes: failsProbes(blockedMs - current.starvedMs),
     });
     return;
   }
@@ -146,7 +221,8 @@ function ended(current: Block, now: number): void {
         frames: capture?.frames ?? [],
         native,
         reported: true,
-        failedProbes: failsProbes(blockedMs),
+        startup: current.startup,
+        failedProbes: failsProbes(blockedMs - current.starvedMs),
         ...(wait === undefined ? {} : { wait }),
         ...(span === undefined ? {} : { span: { traceId: span.traceId, spanId: span.spanId } }),
       });
@@ -243,9 +319,10 @@ const mirroredHealth: HealthView = {
     const published = statuses.get(probe) ?? { ok: true, healthy: [], unhealthy: [] };
     const current = block;
     if (current === undefined || probe === 'startup') return published;
-    // A shorter block changes no answer: the catalog would have answered 200 late, not 503.
+    // A shorter block changes no answer: the catalog would have answered 200 late, not 503. Nor
+    // does the time the process was starved of CPU: a restart would not give it any.
     const blockedMs = performance.now() - current.since;
-    if (!failsProbes(blockedMs)) return published;
+    if (!failsProbes(blockedMs - current.starvedMs)) return published;
     return blockedStatus(published, blockedMs, current.frames);
   },
   async diagnose() {

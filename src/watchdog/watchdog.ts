@@ -1,7 +1,9 @@
 import { trace } from '@opentelemetry/api';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { RedactionOptions } from '../redaction/index.js';
 import { errorText, LifelineError, MAX_TIMER_MS, numberOption } from '../errors/index.js';
@@ -13,18 +15,25 @@ import {
   BEAT,
   HEARTBEAT_SLOTS,
   INSPECTOR_OPEN,
+  STARTED,
   type BlockMessage,
   type FromWatchdog,
   type ServedProbeOptions,
+  type StarvedMessage,
   type ToWatchdog,
   type WatchdogWorkerData,
 } from './messages.js';
+import { recordStarvation } from './starvation.js';
 
 /** Options of {@link startWatchdog}. */
 export interface WatchdogOptions {
   /** The event loop counts as blocked once it has not run for this long. Default 5 000 ms. */
   thresholdMs?: number;
-  /** At most one block is reported (captured and exported) per this many ms; others are counted. Default 60 000. */
+  /**
+   * At most one block is reported (captured and exported) per this many ms; others are counted. A
+   * block during start-up spends none of it (it has a report of its own). Lines about CPU
+   * starvation are said at most as often, the rest counted in the next. Default 60 000.
+   */
   minReportIntervalMs?: number;
   /** Export `event loop blocked` spans with the exporters `OTEL_TRACES_EXPORTER` names. Default true. */
   exportSpans?: boolean;
@@ -61,7 +70,12 @@ export interface EventLoopBlock {
   readonly span: { readonly traceId: string; readonly spanId: string } | undefined;
   /** Blocked outside JavaScript (sync I/O, a child process waited for); the frames are then its caller's. */
   readonly native: boolean;
-  /** `event loop blocked for 12.3 s in crunchReport (app.js:8)`. */
+  /**
+   * It began before the app was serving (its first request, the catalog's first round, or its loop
+   * first idle): module loading, say. Reported without spending the one-a-minute budget, once.
+   */
+  readonly startup: boolean;
+  /** `event loop blocked for 12.3 s in crunchReport (app.js:8)`, and ` during start-up` for one then. */
   readonly message: string;
 }
 
@@ -84,6 +98,8 @@ export interface Watchdog {
 }
 
 const HOOK = Symbol.for('otel-lifeline.watchdog');
+/** Published by node:http as a server takes each request. */
+const REQUEST_START = 'http.server.request.start';
 
 /** The reply of a thread that is gone, to whoever awaits one. */
 const THREAD_EXITED = { type: 'serve-failed', name: 'Error', code: 'ERR_WATCHDOG_EXITED', message: 'the watchdog thread exited' } as const;
@@ -142,10 +158,28 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   };
   // Before the thread starts: `--inspect-brk` may stop this thread before its first beat.
   noteInspector();
+  // Start-up ends once the app serves: its first request, the catalog's first round (a component
+  // turned healthy), or its loop idle for half a beat (it waits for work: done starting).
+  let startingUp = true;
+  const started = (): void => {
+    if (!startingUp) return;
+    startingUp = false;
+    Atomics.store(beats, STARTED, 1);
+    unsubscribe(REQUEST_START, started);
+  };
+  subscribe(REQUEST_START, started);
+  let loop = performance.eventLoopUtilization();
   const beat = setInterval(() => {
     Atomics.add(beats, BEAT, 1);
     noteInspector();
-    publish();
+    if (startingUp) {
+      const now = performance.eventLoopUtilization();
+      if (now.idle - loop.idle >= periodMs / 2 || served?.report().some((component) => component.healthy) === true) started();
+      loop = now;
+    }
+    // After this turn's timers: when the process was stopped past the catalog's stall limit, its
+    // round is overdue too and runs first, so the verdict published is not "rounds stalled".
+    setImmediate(publish).unref();
   }, periodMs).unref();
 
   const hook = { activeSpan: activeSpanId };
@@ -188,7 +222,13 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
       case 'block': {
         const block = toBlock(message);
         logger.warn(
-          { blockedMs: Math.round(block.blockedMs), startedAt: block.startedAt, top: block.blockedIn, exported: message.reported },
+          {
+            blockedMs: Math.round(block.blockedMs),
+            startedAt: block.startedAt,
+            top: block.blockedIn,
+            exported: message.reported,
+            ...(block.startup ? { startup: true } : {}),
+          },
           `lifeline: ${block.message}`,
         );
         try {
@@ -198,6 +238,9 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
         }
         return;
       }
+      case 'starved':
+        starved(message);
+        return;
       case 'log':
         logger[message.level](message.fields, message.msg);
         return;
@@ -230,6 +273,30 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   });
   // After the listeners: adding a 'message' listener refs the worker's port again.
   worker.unref();
+
+  let starvedSaidAt = Number.NEGATIVE_INFINITY;
+  let unsaid = 0;
+  /** Counted for the metric; said at most once a minute, with how many went unsaid since. */
+  function starved(message: StarvedMessage): void {
+    recordStarvation(message.stalledMs);
+    const now = performance.now();
+    if (now - starvedSaidAt < minReportIntervalMs) {
+      unsaid++;
+      return;
+    }
+    starvedSaidAt = now;
+    logger.warn(
+      {
+        stalledMs: Math.round(message.stalledMs),
+        starvedMs: Math.round(message.starvedMs),
+        ...(message.mainThreadCpuMs === undefined ? {} : { mainThreadCpuMs: Math.round(message.mainThreadCpuMs) }),
+        startedAt: new Date(message.startedAt).toISOString(),
+        ...(unsaid === 0 ? {} : { unsaid }),
+      },
+      `lifeline: the process got no CPU for ${(message.starvedMs / 1_000).toFixed(1)} s (stopped, paused, or throttled at its CPU limit): the event loop stalled ${(message.stalledMs / 1_000).toFixed(1)} s, starved, not blocked`,
+    );
+    unsaid = 0;
+  }
 
   function publish(): void {
     if (served === undefined) return;
@@ -333,6 +400,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
       closing ??= (async () => {
         takeOver = undefined;
         clearInterval(beat);
+        unsubscribe(REQUEST_START, started);
         stopPublishing?.();
         await closeMainProbes();
         if ((globalThis as Record<symbol, unknown>)[HOOK] === hook) Reflect.deleteProperty(globalThis, HOOK);
@@ -361,6 +429,7 @@ function toBlock(message: BlockMessage): EventLoopBlock {
     span: message.span,
     failedProbes: message.failedProbes,
     native: message.native,
-    message: `event loop blocked for ${(message.blockedMs / 1_000).toFixed(1)} s${where}`,
+    startup: message.startup,
+    message: `event loop blocked for ${(message.blockedMs / 1_000).toFixed(1)} s${where}${message.startup ? ' during start-up' : ''}`,
   };
 }
