@@ -2,4 +2,4 @@ export { installHttpDeadlines, type InstalledHttpDeadlines } from './http-deadli
 // For lifeline's SDK wiring (client spans record a deadline the policy gave); not re-exported by the package.
 export { policyDeadlineOf } from './http-deadlines.js';
 // For lifeline's SIGTERM handling: the app's servers stop accepting before the last flush.
-export { closeServersGracefully, trackHttpServers, type TrackedServers } from './servers.js';
+export { trackHttpServers, type TrackedServers } from './servers.js';

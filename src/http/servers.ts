@@ -1,28 +1,102 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import type { Server } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
+import { Server as NetServer, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+
+/**
+ * How long the drained servers must have had no request in flight before their idle keep-alive
+ * connections are closed. A client may be writing its next request on a connection the server sees
+ * as idle, and closing it then loses that request; a client that just had an answer sends again
+ * within this (and is answered, and told to close), one quiet for this long is unlikely to be.
+ */
+const QUIET_MS = 250;
+const SWEEP_MS = 25;
 
 /** The node:http servers that have served requests, for a graceful close. */
 export interface TrackedServers {
   /** Each server seen so far, once. */
   servers(): Server[];
+  /**
+   * Stops `servers` accepting connections and lets every request they accepted finish, those that
+   * arrive on their open connections meanwhile too; at `deadlineMs` whatever is left is closed.
+   * Each answer from then on says `connection: close` — except to the process's own connections
+   * (an app calling its own API over a keep-alive pool), which must keep working, since a new
+   * connection is refused now — and idle connections are closed only once no request of any of
+   * `servers` has been in flight for a while.
+   */
+  drain(servers: readonly Server[], deadlineMs: number): Promise<void>;
   uninstall(): void;
+}
+
+interface ServerState {
+  /** Each response not yet closed, with its connection (which a response queued behind another's is not given yet). */
+  readonly inFlight: Map<ServerResponse, Socket>;
+  lastEndedAt: number;
+  draining: boolean;
+}
+
+/** `::ffff:127.0.0.1` (an IPv4 peer of a dual-stack socket) and `127.0.0.1` are one address. */
+function endpoint(address: string | undefined, port: number | undefined): string | undefined {
+  if (address === undefined || port === undefined) return undefined;
+  return `${address.startsWith('::ffff:') ? address.slice(7) : address}:${port}`;
 }
 
 /**
  * Notes every node:http/https server as it serves its first request (Node's
- * `http.server.request.start` channel), so that on SIGTERM lifeline can stop the app's servers
- * accepting and let the requests in flight finish before the last flush. Servers are held weakly.
+ * `http.server.request.start` channel) and the requests it has in flight, so that on SIGTERM
+ * lifeline can stop the app's servers accepting and let those requests finish before the last
+ * flush; and this process's own client connections (`net.client.socket`), to tell them apart from
+ * other clients' during the drain. Servers are held weakly.
  */
 export function trackHttpServers(): TrackedServers {
   const seen = new Set<WeakRef<Server>>();
-  const known = new WeakSet<Server>();
+  const states = new WeakMap<Server, ServerState>();
+  // Local endpoint → remote endpoint of each connected client socket of this process.
+  const ownClients = new Map<string, string>();
+  const stateOf = (server: Server): ServerState => {
+    let state = states.get(server);
+    if (state === undefined) {
+      state = { inFlight: new Map(), lastEndedAt: 0, draining: false };
+      states.set(server, state);
+      seen.add(new WeakRef(server));
+    }
+    return state;
+  };
+  /** Whether the peer of this server-side socket is a client socket of this very process. */
+  const isOwn = (socket: Socket): boolean => {
+    const remote = endpoint(socket.remoteAddress, socket.remotePort);
+    return remote !== undefined && ownClients.get(remote) === endpoint(socket.localAddress, socket.localPort);
+  };
+  /** Asks the client to leave after this answer, so that no idle connection of its needs closing. */
+  const askToLeave = (response: ServerResponse, socket: Socket): void => {
+    if (response.headersSent || isOwn(socket)) return;
+    response.setHeader('connection', 'close');
+  };
   const onStart = (message: unknown): void => {
-    const { server } = message as { server?: Server };
-    if (server === undefined || known.has(server)) return;
-    known.add(server);
-    seen.add(new WeakRef(server));
+    const { server, response, socket } = message as { server?: Server; response?: ServerResponse; socket?: Socket };
+    if (server === undefined || response === undefined || socket === undefined) return;
+    const state = stateOf(server);
+    state.inFlight.set(response, socket);
+    response.once('close', () => {
+      state.inFlight.delete(response);
+      state.lastEndedAt = performance.now();
+    });
+    if (state.draining) askToLeave(response, socket);
+  };
+  const onClientSocket = (message: unknown): void => {
+    const { socket } = message as { socket: Socket };
+    socket.once('connect', () => {
+      const local = endpoint(socket.localAddress, socket.localPort);
+      const remote = endpoint(socket.remoteAddress, socket.remotePort);
+      if (local === undefined || remote === undefined) return; // a pipe: no server of ours sees a port
+      ownClients.set(local, remote);
+      socket.once('close', () => {
+        if (ownClients.get(local) === remote) ownClients.delete(local);
+      });
+    });
   };
   subscribe('http.server.request.start', onStart);
+  subscribe('net.client.socket', onClientSocket);
   return {
     servers: () => {
       const alive: Server[] = [];
@@ -33,41 +107,47 @@ export function trackHttpServers(): TrackedServers {
       }
       return alive;
     },
+    drain: async (servers, deadlineMs) => {
+      const startedAt = performance.now();
+      const draining = servers.filter((server) => server.listening).map((server) => ({ server, state: stateOf(server) }));
+      for (const { state } of draining) {
+        state.draining = true;
+        for (const [response, socket] of state.inFlight) askToLeave(response, socket);
+      }
+      // Connections the kernel completed but the loop has not taken yet would be reset by the close
+      // (an inner call that had just connected, among them): the next turn's poll takes them.
+      await new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
+      const closed = draining.map(
+        ({ server }) =>
+          new Promise<void>((resolve) => {
+            // net.Server's close only stops accepting; http.Server's would also close the idle
+            // connections at once, under clients that may be writing on them.
+            NetServer.prototype.close.call(server, () => {
+              resolve();
+            });
+          }),
+      );
+      // An inner call may go from any of the servers to any other: all of them must be quiet.
+      const sweep = setInterval(() => {
+        const now = performance.now();
+        const quiet = draining.every(({ state }) => state.inFlight.size === 0 && now - Math.max(state.lastEndedAt, startedAt) >= QUIET_MS);
+        if (quiet) for (const { server } of draining) server.closeIdleConnections();
+      }, SWEEP_MS);
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, deadlineMs);
+      });
+      try {
+        await Promise.race([Promise.all(closed), late]);
+      } finally {
+        clearInterval(sweep);
+        clearTimeout(timer);
+        for (const { server } of draining) server.closeAllConnections();
+      }
+    },
     uninstall: () => {
       unsubscribe('http.server.request.start', onStart);
+      unsubscribe('net.client.socket', onClientSocket);
     },
   };
-}
-
-/**
- * Stops `servers` accepting connections and closes their idle keep-alive connections, then waits
- * for the requests in flight to finish; at `deadlineMs` whatever is left is closed.
- */
-export async function closeServersGracefully(servers: readonly Server[], deadlineMs: number): Promise<void> {
-  const closing = servers
-    .filter((server) => server.listening)
-    .map(
-      (server) =>
-        new Promise<void>((resolve) => {
-          server.close(() => {
-            resolve();
-          });
-          server.closeIdleConnections();
-        }),
-    );
-  // While they drain, keep-alive connections that go idle are closed too.
-  const sweep = setInterval(() => {
-    for (const server of servers) server.closeIdleConnections();
-  }, 50);
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, deadlineMs);
-  });
-  try {
-    await Promise.race([Promise.all(closing), late]);
-  } finally {
-    clearInterval(sweep);
-    clearTimeout(timer);
-    for (const server of servers) server.closeAllConnections();
-  }
 }

@@ -6,7 +6,7 @@ import { RandomIdGenerator, type IdGenerator, type SpanProcessor } from '@opente
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { DEFAULT_HEADERS_TIMEOUT_MS, unsupportedNode } from '../config/index.js';
 import { MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
-import { closeServersGracefully, policyDeadlineOf, trackHttpServers } from '../http/index.js';
+import { policyDeadlineOf, trackHttpServers } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
 import { SELF_COMPONENT } from '../health/index.js';
 import { describePortHolder, INSTANCE_ENV, instanceValue, joinHolder, newInstanceKey, type MemberReporter } from '../probe/index.js';
@@ -388,7 +388,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
           const address = server.address();
           return !(typeof address === 'object' && address !== null && address.port === probe?.port);
         });
-        await closeServersGracefully(appServers, timeoutMs / 2);
+        await servers.drain(appServers, timeoutMs / 2);
         await lifeline.shutdown(); // flushes, then stops the SDK
       }
       if (options.handleSigterm ?? true) process.on('SIGTERM', onSigterm);
