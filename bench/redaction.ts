@@ -1,7 +1,7 @@
 /**
  * bench/redaction: what redaction costs per byte on adversarial input (one key after another, each
  * looking secret: `sig0&sig1&…`, the shape that once stalled the event loop; and free text built to
- * be rescanned: `a=a=…` and the like), from 1 KB to 1 MB. Uncapped, the ns/byte must stay flat
+ * be rescanned: `a=a=…`, `a:a:…`, `<a><a>…` and the like), from 1 KB to 1 MB. Uncapped, the ns/byte must stay flat
  * (linear); with the default cap a value's cost stops growing.
  * Run: npm run bench:redaction
  */
@@ -10,6 +10,12 @@ import { InFlightSpanProcessor, RedactionSpanProcessor } from 'otel-lifeline';
 import { adversarialQuery, fixed, repeatedTo, summarize, table, WORST_ADVERSARIAL_TEXT } from './support.ts';
 
 const ROUNDS = 7;
+/** The worst units against the scanner's later alternatives (a colon without a space, an XML tag, `user:password@`). */
+const LATER_ADVERSARIAL_TEXT: readonly (readonly [shape: string, unit: string])[] = [
+  ['`a:a:…`', 'a:'],
+  ['`<a><a>…`', '<a>'],
+  ['`a:b@a:b@…`', 'a:b@'],
+];
 const SIZES = [1_024, 16_384, 262_144, 1_048_576];
 /** Bytes redacted per round and size: small inputs are repeated, so every cell does the same work. */
 const BYTES_PER_ROUND = 4 * 1_048_576;
@@ -31,7 +37,7 @@ const shapes: [string, string, (bytes: number, first: number) => string][] = [
     (bytes, first) => adversarialQuery(bytes, '=1', first).replaceAll('&', ' '),
   ],
   // A header an attacker writes, recorded as free text: one unit repeated (no keys of its own).
-  ...WORST_ADVERSARIAL_TEXT.map(([shape, unit]): [string, string, (bytes: number) => string] => [
+  ...[...WORST_ADVERSARIAL_TEXT, ...LATER_ADVERSARIAL_TEXT].map(([shape, unit]): [string, string, (bytes: number) => string] => [
     `free text (\`user_agent.original\`), ${shape}`,
     'user_agent.original',
     (bytes) => repeatedTo(unit, bytes),
