@@ -16,6 +16,8 @@ export interface StormResult {
   worstMs: number;
   /** Connections the attackers opened per second: each one after the first `clients` followed a close by the server. */
   connectsPerSecond: number;
+  /** What the server's heap (and external memory) grew by, after a GC, with the attackers connected. */
+  heapGrowthBytes: number;
 }
 
 export interface StormShape {
@@ -61,7 +63,7 @@ export function probeOnce(port: number, timeoutMs: number, from = '127.0.0.1'): 
 }
 
 function child(script: string, args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
-  return spawn(process.execPath, [new URL(script, FIXTURES).pathname, ...args], {
+  return spawn(process.execPath, ['--expose-gc', new URL(script, FIXTURES).pathname, ...args], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -91,6 +93,12 @@ export async function probesUnderSilentFlood(kind: 'lifeline' | 'plain', shape: 
   let attack: ChildProcess | undefined;
   try {
     const { port } = await message<{ port: number }>(server);
+    const heap = async () => {
+      const reply = message<{ heap: number }>(server);
+      server.send('memory');
+      return (await reply).heap;
+    };
+    const before = await heap();
     attack = child('silent-clients.mjs', [String(port), String(shape.clients), String(shape.addresses)]);
     await message(attack); // every silent client has connected once
     const started = performance.now();
@@ -104,6 +112,7 @@ export async function probesUnderSilentFlood(kind: 'lifeline' | 'plain', shape: 
     const reply = message<{ connects: number }>(attack);
     attack.send('stop');
     const { connects } = await reply;
+    const heapGrowthBytes = (await heap()) - before;
     const seconds = (performance.now() - started) / 1_000;
     const answered = results.filter((ms) => ms !== undefined);
     return {
@@ -112,6 +121,7 @@ export async function probesUnderSilentFlood(kind: 'lifeline' | 'plain', shape: 
       answered: answered.length,
       worstMs: Math.max(0, ...answered),
       connectsPerSecond: Math.max(0, connects - shape.clients) / seconds,
+      heapGrowthBytes,
     };
   } finally {
     attack?.kill();
@@ -120,5 +130,5 @@ export async function probesUnderSilentFlood(kind: 'lifeline' | 'plain', shape: 
 }
 
 export function describeStorm(r: StormResult): string {
-  return `${r.kind}: ${String(r.answered)}/${String(r.probes)} probes answered (worst ${r.worstMs.toFixed(0)} ms), ${r.connectsPerSecond.toFixed(0)} attacker connects/s`;
+  return `${r.kind}: ${String(r.answered)}/${String(r.probes)} probes answered (worst ${r.worstMs.toFixed(0)} ms), ${r.connectsPerSecond.toFixed(0)} attacker connects/s, heap +${(r.heapGrowthBytes / 2 ** 20).toFixed(1)} MB`;
 }
