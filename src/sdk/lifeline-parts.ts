@@ -4,7 +4,7 @@ import type { Instrumentation } from '@opentelemetry/instrumentation';
 import type { HttpInstrumentationConfig } from '@opentelemetry/instrumentation-http';
 import { RandomIdGenerator, type IdGenerator, type SpanProcessor } from '@opentelemetry/sdk-trace';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
-import { DEFAULT_HEADERS_TIMEOUT_MS, unsupportedNode } from '../config/index.js';
+import { correctedEnv, DEFAULT_HEADERS_TIMEOUT_MS, unsupportedNode } from '../config/index.js';
 import { MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
 import { policyDeadlineOf, trackHttpServers } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
@@ -527,7 +527,8 @@ export function lifelineRunning(): boolean {
 function metricsFrom(option: LifelinePartsOptions['metrics']): HealthMetricsOptions | undefined {
   if (option === false) return undefined;
   if (option === undefined) {
-    const exporters = process.env.OTEL_METRICS_EXPORTER?.trim();
+    // As the SDK is handed it: an unknown exporter name is dropped (and warned of), `none` if nothing is left.
+    const exporters = correctedEnv().OTEL_METRICS_EXPORTER?.trim();
     return exporters === undefined || exporters === '' || exporters === 'none' ? undefined : {};
   }
   return option === true ? {} : option;
