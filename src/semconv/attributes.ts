@@ -35,6 +35,8 @@ export const ATTR_EVENT_LOOP_BLOCKED_MS = 'lifeline.event_loop.blocked_ms';
 export const ATTR_EVENT_LOOP_ONGOING = 'lifeline.event_loop.ongoing';
 export const ATTR_EVENT_LOOP_NATIVE = 'lifeline.event_loop.native';
 export const ATTR_EVENT_LOOP_WAIT = 'lifeline.event_loop.wait';
+/** The block began before the app was serving (module loading): it spent none of the report budget. */
+export const ATTR_EVENT_LOOP_STARTUP = 'lifeline.event_loop.startup';
 /** On the verdict recorded after a block: where the loop was blocked (`crunchReport (app.js:8)`). */
 export const ATTR_EVENT_LOOP_BLOCKED_IN = 'lifeline.event_loop.blocked_in';
 

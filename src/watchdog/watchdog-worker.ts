@@ -4,7 +4,8 @@
  * event loop is blocked, and this thread, which runs on regardless, captures the main thread's
  * JavaScript stack through the inspector and exports an `event loop blocked` span at once — the
  * process may be killed before its loop comes back. When the counter moves again it exports the
- * whole block and tells the main thread.
+ * whole block and tells the main thread. A stall the process was starved of CPU through (stopped,
+ * throttled) is not a block: see `stall`.
  *
  * Nothing heavy is loaded until a block is reported: a healthy service pays for a timer here and
  * one on the main thread.
@@ -163,12 +164,12 @@ function check(): void {
     if (startupReport) startupReported = true;
     else if (reported) lastReport = now;
     const startedAt = Date.now() - wallMs;
-    block = { since: lastBeat, startedAt, startup, starvedMs, report: reported ? detected(startedAt, wallMs) : undefined };
+    block = { since: lastBeat, startedAt, startup, starvedMs, report: reported ? detected(startedAt, wallMs, startup) : undefined };
   }
 }
 
 /** Captures the stack and exports what is known at once. */
-async function detected(startedAt: number, blockedMs: number): Promise<Reported> {
+async function detected(startedAt: number, blockedMs: number, startup: boolean): Promise<Reported> {
   const { first, landed, unread } = capture();
   const firstCapture = await first;
   // Probes show where the loop is stuck at once, not after the export (slow or hung collector).
@@ -180,6 +181,7 @@ async function detected(startedAt: number, blockedMs: number): Promise<Reported>
     endedAt: Date.now(),
     blockedMs: Math.max(blockedMs, Date.now() - startedAt),
     ongoing: true,
+    startup,
     native,
     unread,
     capture: firstCapture,
@@ -232,6 +234,7 @@ function ended(current: Block, now: number): void {
           endedAt: current.startedAt + blockedMs,
           blockedMs,
           ongoing: false,
+          startup: current.startup,
           native,
           unread,
           capture,
@@ -457,6 +460,8 @@ interface BlockReport {
   ongoing: boolean;
   /** Blocked outside JavaScript: the inspector could not pause it within the capture timeout. */
   native: boolean;
+  /** Began before the app was serving. */
+  startup: boolean;
   /** Why the stack was not read, if it was not tried. */
   unread: string | undefined;
   capture: Capture | undefined;
@@ -495,6 +500,7 @@ async function exportBlock(report: BlockReport): Promise<Link['context'] | undef
       [semconv.ATTR_EVENT_LOOP_BLOCKED_MS]: Math.round(report.blockedMs),
       [semconv.ATTR_EVENT_LOOP_ONGOING]: report.ongoing,
       [semconv.ATTR_EVENT_LOOP_NATIVE]: report.native,
+      ...(report.startup ? { [semconv.ATTR_EVENT_LOOP_STARTUP]: true } : {}),
       ...(report.wait === undefined ? {} : { [semconv.ATTR_EVENT_LOOP_WAIT]: report.wait }),
       ...(top === undefined
         ? {}
