@@ -16,7 +16,7 @@ export interface StormResult {
   worstMs: number;
   /** Connections the attackers opened per second: each one after the first `clients` followed a close by the server. */
   connectsPerSecond: number;
-  /** What the server's heap (and external memory) grew by, after a GC, with the attackers connected. */
+  /** What the server's heap (and external memory) grew by, after a GC, once every attacker had connected. */
   heapGrowthBytes: number;
 }
 
@@ -101,6 +101,7 @@ export async function probesUnderSilentFlood(kind: 'lifeline' | 'plain', shape: 
     const before = await heap();
     attack = child('silent-clients.mjs', [String(port), String(shape.clients), String(shape.addresses)]);
     await message(attack); // every silent client has connected once
+    const heapGrowthBytes = (await heap()) - before;
     const started = performance.now();
     const count = Math.floor(shape.ms / shape.periodMs);
     const results = await Promise.all(
@@ -112,7 +113,6 @@ export async function probesUnderSilentFlood(kind: 'lifeline' | 'plain', shape: 
     const reply = message<{ connects: number }>(attack);
     attack.send('stop');
     const { connects } = await reply;
-    const heapGrowthBytes = (await heap()) - before;
     const seconds = (performance.now() - started) / 1_000;
     const answered = results.filter((ms) => ms !== undefined);
     return {
