@@ -521,7 +521,7 @@ function oldestSilent(candidates: Map<Socket, number>, now: number, spoke: (sock
  * an IPv6 peer's /64, the block one host is usually given, so that a host cannot take every slot by
  * cycling the addresses of its own /64.
  */
-export function addressKey(address: string | undefined): string {
+function addressKey(address: string | undefined): string {
   if (address === undefined) return '';
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
   if (mapped?.[1] !== undefined) return mapped[1];
