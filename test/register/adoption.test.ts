@@ -188,20 +188,9 @@ describe('register mode in a service as it is', () => {
     }
   });
 
-  it("in Kubernetes a probe port held by another lifeline process of the pod (a cluster's primary) is no failure: its workers run without one", async () => {
-    const port = await freePort();
-    const { VITEST: _runner, ...outside } = process.env;
-    const result = await runNode(['test/fixtures/cluster-app.mjs'], {
-      env: {
-        ...outside,
-        NODE_OPTIONS: '--import otel-lifeline/register',
-        LIFELINE_PROBE_PORT: String(port), // chosen by the deployment: a plain holder would stop start-up
-        OTEL_TRACES_EXPORTER: 'none',
-        KUBERNETES_SERVICE_HOST: '10.0.0.1',
-        LIFELINE_PROBE_HOST: '127.0.0.1',
-      },
-      timeoutMs: 30_000,
-    });
+  it("in Kubernetes a probe port held by the cluster's primary is no failure: its workers report to it and run without one", async () => {
+    // The port is chosen by the deployment: a plain holder would stop start-up.
+    const result = await runCluster('test/fixtures/cluster-app.mjs', { KUBERNETES_SERVICE_HOST: '10.0.0.1' });
     expect(result.stderr).not.toContain('EADDRINUSE');
     expect(result.stdout.match(/worker exit 0/g)).toHaveLength(2);
     expect(
@@ -250,20 +239,10 @@ describe('register mode in a service as it is', () => {
     ['its event loop blocked for 3 intervals', 'block', 'healthcheck'],
     ['a liveness component that never takes a tick', 'stuck', 'stuck'],
   ])("a cluster worker with %s turns the primary's /live 503, naming it", async (_what, fault, component) => {
-    const port = await freePort();
-    const { VITEST: _runner, ...outside } = process.env;
-    const result = await runNode(['test/fixtures/cluster-members.mjs'], {
-      env: {
-        ...outside,
-        NODE_OPTIONS: '--import otel-lifeline/register',
-        LIFELINE_PROBE_PORT: String(port),
-        LIFELINE_PROBE_HOST: '127.0.0.1',
-        LIFELINE_HEALTH_INTERVAL_MS: '1000',
-        OTEL_TRACES_EXPORTER: 'none',
-        WORKER_FAULT: fault,
-        BLOCK_MS: '3000',
-      },
-      timeoutMs: 30_000,
+    const result = await runCluster('test/fixtures/cluster-members.mjs', {
+      LIFELINE_HEALTH_INTERVAL_MS: '1000',
+      WORKER_FAULT: fault,
+      BLOCK_MS: '3000',
     });
     const worker = /^worker (\d+)$/m.exec(result.stdout)?.[1];
     expect(worker, result.stdout + result.stderr).toBeDefined();
@@ -439,6 +418,22 @@ describe('register mode in a service as it is', () => {
     expect(unsupportedNode(version) === undefined).toBe(supported);
   });
 });
+
+/** Runs a node:cluster fixture under NODE_OPTIONS register mode, outside a test runner, on a probe port of its own. */
+async function runCluster(fixture: string, env: NodeJS.ProcessEnv) {
+  const { VITEST: _runner, ...outside } = process.env;
+  return runNode([fixture], {
+    env: {
+      ...outside,
+      NODE_OPTIONS: '--import otel-lifeline/register',
+      LIFELINE_PROBE_PORT: String(await freePort()),
+      LIFELINE_PROBE_HOST: '127.0.0.1',
+      OTEL_TRACES_EXPORTER: 'none',
+      ...env,
+    },
+    timeoutMs: 30_000,
+  });
+}
 
 /** Listens on `port` (all interfaces, as the probe server does), or `undefined` if something already does. */
 async function holdPort(port: number): Promise<Server | undefined> {
