@@ -677,8 +677,8 @@ class RequestBudget {
   take(socket: Socket): void {
     this.#refill();
     this.#tokens -= 1;
-    if (this.#tokens >= 0 || this.#paused.has(socket)) return;
-    reading(socket, false);
+    if (this.#tokens >= 0) return;
+    reading(socket, false); // again if Node resumed it in between
     this.#paused.add(socket);
     this.#schedule();
   }
@@ -703,8 +703,7 @@ class RequestBudget {
       if (tokens < 1) break;
       this.#paused.delete(socket);
       if (socket.destroyed) continue;
-      // Node pauses a socket of its own accord while answers queue up; that one is Node's to resume.
-      if ((socket as Socket & { _paused?: boolean })._paused !== true) reading(socket, true);
+      reading(socket, true);
       tokens -= 1;
     }
     if (this.#paused.size > 0) this.#schedule();
@@ -714,18 +713,18 @@ class RequestBudget {
 type ReadingHandle = { reading?: boolean; readStart?: () => number; readStop?: () => number } | null;
 
 /**
- * Stops or restarts reading `socket` from the kernel. `socket.pause()` is Node's own lever (its HTTP
- * server resumes the socket once queued answers drain, or may feed the handle straight into its
- * parser), so the handle is stopped instead. `reading` is the flag net.Socket keeps for it, so a
- * resume by Node itself still restarts a stopped socket.
+ * Stops or restarts reading `socket` from the kernel, whatever its stream does: past the budget, the
+ * kernel's TCP window then pushes back on the sender. `socket.pause()` would not hold: Node resumes
+ * the stream of a socket as it answers each request. The handle's `reading` flag stays set while it
+ * is stopped, since net.Socket restarts a handle it believes stopped whenever its stream is read;
+ * a stream paused by Node itself (answers queued up) stops the handle again once its buffer is full.
  */
 function reading(socket: Socket, on: boolean): void {
   const handle = (socket as Socket & { _handle?: ReadingHandle })._handle;
   if (handle?.readStart === undefined || handle.readStop === undefined || socket.destroyed) return;
-  if (on === (handle.reading === true)) return;
-  handle.reading = on;
   if (on) handle.readStart();
   else handle.readStop();
+  handle.reading = true;
 }
 
 /** Malformed, oversized or too-slow requests get a bare status line and a closed socket: no detail. */

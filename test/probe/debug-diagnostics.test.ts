@@ -70,7 +70,7 @@ describe('/debug/diagnostics refuses a Host that is not a loopback name (DNS reb
 });
 
 describe('/debug/diagnostics stays cheap with many open sockets', () => {
-  it('with 1,200 open sockets the handle list is one `omitted` entry and the call is quick', async () => {
+  it('with 1,200 open sockets the handle list is one `omitted` entry and the call is cheap', async () => {
     const { port } = await serve();
     const peers: Socket[] = [];
     const sink = createServer((socket) => peers.push(socket));
@@ -92,16 +92,27 @@ describe('/debug/diagnostics stays cheap with many open sockets', () => {
       ),
     );
     while (peers.length < 1_200) await new Promise((resolve) => setTimeout(resolve, 10)); // and the sink accepted each
+    // CPU time, not wall time: a loaded machine stretches the one, hardly the other.
+    const cpuMs = () => {
+      const { user, system } = process.cpuUsage();
+      return (user + system) / 1_000;
+    };
+    await (await fetch(`http://127.0.0.1:${port}/live`)).arrayBuffer(); // the client's own first-use cost is not the call's
     const started = performance.now();
+    const cpuBefore = cpuMs();
     const res = await fetch(`http://127.0.0.1:${port}/debug/diagnostics`);
-    const ms = performance.now() - started;
     const body = (await res.json()) as DiagnosticSnapshot;
+    const callCpuMs = cpuMs() - cpuBefore;
+    const ms = performance.now() - started;
+    console.log(`/debug/diagnostics with 1,200 sockets: ${callCpuMs.toFixed(0)} ms of CPU (${ms.toFixed(0)} ms)`);
     expect(res.status).toBe(200);
     expect(body.process.handles).toEqual([
       { type: 'omitted', details: expect.stringMatching(/^\d+ active resources, over 1000: handles not listed/) as unknown },
     ]);
     expect(body.process.activeResources.TCPSocketWrap).toBeGreaterThanOrEqual(1_200);
-    expect(ms).toBeLessThan(250);
+    // Listing them cost 400–700 ms; a loaded machine stretches the wall time, not the CPU spent.
+    expect(callCpuMs).toBeLessThan(250);
+    expect(ms).toBeLessThan(2_000); // nothing waits on anything slow
   });
 });
 
