@@ -6,6 +6,6 @@ export {
   type ProbeServer,
   type ProbeServerOptions,
 } from './probe-server.js';
-export { INSTANCE_ENV, instanceValue, newInstanceKey } from './instance.js';
+export { INSTANCE_ENV, instanceHolder, instanceValue, newInstanceKey } from './instance.js';
 export { joinHolder, type MemberReporter } from './member-reporter.js';
-export { describePortHolder } from './port-holder.js';
+export { findPortHolder } from './port-holder.js';

@@ -24,6 +24,8 @@ export interface MemberReport {
   readonly unhealthy: readonly string[];
   /** No report for this long means its event loop is not running. */
   readonly staleAfterMs: number;
+  /** When it started (`/proc/<pid>/stat`, Linux): a pid alive with another start time is another process. */
+  readonly started?: string;
   /** The member is leaving (its lifeline shut down): forget it. */
   readonly bye?: boolean;
 }
@@ -116,7 +118,8 @@ export function decodeReport(key: string, query: string): { report: MemberReport
     !r.unhealthy.every((name) => typeof name === 'string' && name.length <= MAX_NAME_LENGTH) ||
     typeof r.staleAfterMs !== 'number' ||
     !(r.staleAfterMs > 0 && r.staleAfterMs <= 2_147_483_647) ||
-    (r.bye !== undefined && typeof r.bye !== 'boolean')
+    (r.bye !== undefined && typeof r.bye !== 'boolean') ||
+    (r.started !== undefined && (typeof r.started !== 'string' || !/^\d{1,20}$/.test(r.started)))
   )
     return undefined;
   return { report: value as MemberReport, mac };

@@ -3,6 +3,8 @@ import { suppressTracing } from '@opentelemetry/core';
 import { createRequire } from 'node:module';
 import type { HealthStatus } from '../health/index.js';
 import type { Logger } from '../log/index.js';
+import { findPortHolder } from './port-holder.js';
+import { isAncestor, procStat } from './proc.js';
 import {
   dialHost,
   encodeReport,
@@ -17,10 +19,12 @@ import {
 // Required, not imported: see the probe server (an ES import of node:http sets a global).
 const { get } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
 
-/** A process reporting its liveness to the probe server of the process that started it. */
+/** A process that found its service instance's probe server on the port, and may report to it. */
 export interface MemberReporter {
   /** The holder's pid. */
   readonly holderPid: number;
+  /** Whether this process reports its liveness there. */
+  readonly reporting: boolean;
   /** Stops reporting and tells the holder to forget this process. Idempotent. */
   close(): Promise<void>;
 }
@@ -40,18 +44,25 @@ export interface JoinOptions {
   readonly logger: Logger;
   /** The most the first report may take. Default 1 000 ms. */
   readonly timeoutMs?: number;
+  /**
+   * Whether to report liveness (a `node:cluster` worker, a forked helper: part of the service), or
+   * only to find out that the holder is the instance's (a script or tool the service ran).
+   */
+  readonly report: boolean;
 }
 
 /**
- * Joins the probe server holding `port` when it is this service instance's own: the process that
- * started this one, with the key this process inherited ({@link instanceHolder}), and proves it by
- * answering the first report with that key. Then reports liveness every `everyMs` until closed.
- * `undefined` for any other holder, whatever it answers.
+ * Joins the probe server holding `port` when it is this service instance's own: the process named
+ * by the key this process inherited ({@link instanceHolder}), proven either by its answer to a
+ * report keyed with it or by the process tree (the port's listener is that process, an ancestor of
+ * this one: a holder too busy to answer in time is still known). With `report`, then reports
+ * liveness every `everyMs` until closed. `undefined` for any other holder, whatever it answers.
  */
 export async function joinHolder(options: JoinOptions): Promise<MemberReporter | undefined> {
   const holder = instanceHolder();
   if (holder === undefined || holder.port !== options.port || holder.pid === process.pid) return undefined;
   let seq = 0;
+  const started = procStat('self')?.startTime;
   const report = (bye = false): MemberReport => {
     const live = options.live();
     return {
@@ -60,13 +71,17 @@ export async function joinHolder(options: JoinOptions): Promise<MemberReporter |
       ok: live.ok,
       unhealthy: live.unhealthy,
       staleAfterMs: options.staleAfterMs,
+      ...(started === undefined ? {} : { started }),
       ...(bye ? { bye } : {}),
     };
   };
   const host = dialHost(options.host);
   // Awaited by start-up, so not unref-ed: a process with nothing else to do must still learn the answer.
-  if (!(await send(holder, host, report(), options.timeoutMs ?? 1_000, false))) return undefined;
-  let failing = false;
+  // One that will not report says so at once (a bye): it is no member to watch.
+  const answered = await send(holder, host, report(!options.report), options.timeoutMs ?? 1_000, false);
+  if (!answered && !(findPortHolder(options.port).pid === holder.pid && isAncestor(holder.pid))) return undefined;
+  if (!options.report) return { holderPid: holder.pid, reporting: false, close: () => Promise.resolve() };
+  let failing = !answered;
   const timer = setInterval(() => {
     void send(holder, host, report(), options.everyMs, true).then((taken) => {
       // Said once per change: a holder that restarts or is gone must not flood the log.
@@ -85,6 +100,7 @@ export async function joinHolder(options: JoinOptions): Promise<MemberReporter |
   let closing: Promise<void> | undefined;
   return {
     holderPid: holder.pid,
+    reporting: true,
     close() {
       closing ??= (async () => {
         clearInterval(timer);

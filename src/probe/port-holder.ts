@@ -4,15 +4,18 @@ import { basename } from 'node:path';
 /** Most file descriptors looked at: the search runs once, when start-up finds the port taken. */
 const MAX_LINKS = 20_000;
 
-/**
- * Who listens on TCP `port`, for the line that says why the probe server could not start:
- * `process 4242 (node)` when the listener is a process this one can see (Linux `/proc`),
- * otherwise a sentence saying it is out of sight (another container of the pod, another user).
- */
-export function describePortHolder(port: number): string {
+/** Who listens on a port: its pid when this process can see it, and how to name it in a line. */
+export interface PortHolder {
+  readonly pid?: number;
+  /** `process 4242 (node)`, or a sentence saying it is out of sight (another container of the pod, another user). */
+  readonly description: string;
+}
+
+/** Who listens on TCP `port`, from Linux's `/proc` (this network namespace's sockets, the processes this one can see). */
+export function findPortHolder(port: number): PortHolder {
   try {
     const inodes = listeningInodes(port);
-    if (inodes.size === 0) return 'a process this one cannot see';
+    if (inodes.size === 0) return { description: 'a process this one cannot see' };
     let links = 0;
     for (const pid of readdirSync('/proc')) {
       if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
@@ -23,7 +26,7 @@ export function describePortHolder(port: number): string {
         continue; // gone, or another user's
       }
       for (const fd of fds) {
-        if (++links > MAX_LINKS) return 'a process this one did not find';
+        if (++links > MAX_LINKS) return { description: 'a process this one did not find' };
         let target: string;
         try {
           target = readlinkSync(`/proc/${pid}/fd/${fd}`);
@@ -31,12 +34,12 @@ export function describePortHolder(port: number): string {
           continue;
         }
         const inode = /^socket:\[(\d+)\]$/.exec(target)?.[1];
-        if (inode !== undefined && inodes.has(inode)) return `process ${pid} (${commandOf(pid)})`;
+        if (inode !== undefined && inodes.has(inode)) return { pid: Number(pid), description: `process ${pid} (${commandOf(pid)})` };
       }
     }
-    return "a process outside this one's view (another container, or another user's)";
+    return { description: "a process outside this one's view (another container, or another user's)" };
   } catch {
-    return 'a process this one cannot see';
+    return { description: 'a process this one cannot see' };
   }
 }
 

@@ -185,6 +185,7 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
     port: boundPort,
     url: `http://${urlHost(host)}:${boundPort}`,
     close() {
+      members?.close();
       closing ??= new Promise<void>((resolve) => {
         server.close(() => {
           resolve();
@@ -209,7 +210,7 @@ function answer(
   const query = url.indexOf('?');
   const path = query === -1 ? url : url.slice(0, query);
   // Members run on this machine (in a pod: this network namespace); the route is not shown to others.
-  if (path === MEMBER_ROUTE && members !== undefined && isLoopback(req.socket.remoteAddress)) {
+  if (path === MEMBER_ROUTE && members !== undefined && fromThisHost(req.socket)) {
     if (!readOnly(req, res)) return;
     const { code, body } = members.receive(query === -1 ? '' : url.slice(query + 1));
     send(req, res, code, body);
@@ -752,6 +753,11 @@ function failureLog(logger: Logger, intervalMs: number): (probe: ProbeKind, unhe
     last.set(probe, { names, at: now });
     logger.info({ probe, unhealthy }, 'healthcheck failed');
   };
+}
+
+/** A connection from this host: from loopback, or to the address it came from (a server bound to the pod's own IP). */
+function fromThisHost(socket: Socket): boolean {
+  return isLoopback(socket.remoteAddress) || (socket.remoteAddress !== undefined && socket.remoteAddress === socket.localAddress);
 }
 
 /** `health` with the liveness of the instance's other processes that report here. */

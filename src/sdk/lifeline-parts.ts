@@ -9,7 +9,15 @@ import { MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
 import { policyDeadlineOf, trackHttpServers } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
 import { SELF_COMPONENT } from '../health/index.js';
-import { describePortHolder, INSTANCE_ENV, instanceValue, joinHolder, newInstanceKey, type MemberReporter } from '../probe/index.js';
+import {
+  findPortHolder,
+  INSTANCE_ENV,
+  instanceHolder,
+  instanceValue,
+  joinHolder,
+  newInstanceKey,
+  type MemberReporter,
+} from '../probe/index.js';
 import { installInboundTrust } from '../inbound/index.js';
 import { SnapshotIdGenerator } from '../diagnostics/index.js';
 import { RedactionSpanProcessor } from '../redaction/index.js';
@@ -489,15 +497,20 @@ async function probeServer(
       staleAfterMs: health.stallAfterMs,
       everyMs: Math.max(100, health.interval / 2),
       logger: log,
+      // Part of the service (a cluster worker, a forked helper: it has a channel to its parent)
+      // answers for the pod's liveness; a script or tool the service runs does not.
+      report: process.channel !== undefined,
     });
     if (member !== undefined) {
       log.info(
         { port, holder: member.holderPid },
-        'lifeline: the probe server of this service instance (the process that started this one) answers the probes on this port; this process reports its liveness there',
+        member.reporting
+          ? 'lifeline: the probe server of this service instance (the process that started this one) answers the probes on this port; this process reports its liveness there'
+          : 'lifeline: the probe server of this service instance (the process that started this one) answers the probes on this port; this process, which it ran without a channel to it, does not answer for the pod',
       );
       return { member };
     }
-    const holder = describePortHolder(port);
+    const { description: holder } = findPortHolder(port);
     if (whenPortBusy === 'fail') throw Object.assign(err as Error, { holder });
     log.warn(
       { port, holder },
@@ -509,8 +522,7 @@ async function probeServer(
 
 /** Processes started after this process's probe server closed must not report to it. */
 function leaveInstance(probe: ProbeServer | undefined): void {
-  const ours = probe === undefined ? undefined : process.env[INSTANCE_ENV];
-  if (ours !== undefined && ours.split(':')[1] === String(process.pid)) Reflect.deleteProperty(process.env, INSTANCE_ENV);
+  if (probe !== undefined && instanceHolder()?.pid === process.pid) Reflect.deleteProperty(process.env, INSTANCE_ENV);
 }
 
 /** A snapshot naming the catalog's own `healthcheck` too: what the probes said during a block. */

@@ -29,8 +29,8 @@ const quiet: Logger = { warn: () => undefined, info: () => undefined, debug: () 
 const healthy = { ok: true, healthy: ['healthcheck'], unhealthy: [] };
 
 /** Joins the holder on `port` as this service instance's member, with the key the environment names. */
-function join(port: number, live = () => healthy as ReturnType<Health['status']>, staleAfterMs = 60_000) {
-  return joinHolder({ port, host: '127.0.0.1', live, staleAfterMs, everyMs: 60_000, logger: quiet, timeoutMs: 500 });
+function join(port: number, live = () => healthy as ReturnType<Health['status']>, staleAfterMs = 60_000, report = true) {
+  return joinHolder({ port, host: '127.0.0.1', live, staleAfterMs, everyMs: 60_000, logger: quiet, timeoutMs: 500, report });
 }
 
 async function live(port: number): Promise<{ status: number; unhealthy: string[] }> {
@@ -114,6 +114,14 @@ describe("a member's liveness reaches the holder's /live", () => {
     expect(await live(probes.port)).toEqual({ status: 200, unhealthy: [] });
   });
 
+  it('a process the instance ran without a channel to it (a script, a tool) learns the holder is its own but is no member', async () => {
+    const { probes } = await keyedHolder();
+    const descendant = await join(probes.port, () => ({ ok: false, healthy: [], unhealthy: ['db'] }), 1, false);
+    expect(descendant?.reporting).toBe(false);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await live(probes.port)).toEqual({ status: 200, unhealthy: [] });
+  });
+
   it('a member that stops reporting (its loop blocked) fails /live once its reports are stale', async () => {
     const { probes } = await keyedHolder();
     const member = await join(probes.port, () => healthy, 150);
@@ -159,11 +167,40 @@ describe('ServiceMembers: what a holder takes from a report', () => {
     const pid = child.pid as number;
     await new Promise((resolve) => child.once('exit', resolve));
     const few = new ServiceMembers(key);
+    cleanup.push(() => {
+      few.close();
+    });
     few.receive(report({ pid, staleAfterMs: 1 }));
     few.receive(report({ staleAfterMs: 1 })); // this process: alive
     await new Promise((resolve) => setTimeout(resolve, 5));
     expect(few.live(base).unhealthy).toEqual([`healthcheck@${String(process.pid)}`]);
     expect(few.size).toBe(1);
+  });
+
+  it('forgets a member whose pid now names another process (reused: another start time)', async () => {
+    const members = new ServiceMembers(key);
+    cleanup.push(() => {
+      members.close();
+    });
+    members.receive(report({ staleAfterMs: 1, started: '1' })); // this pid, but not this process's start
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(members.live(base)).toBe(base);
+    expect(members.size).toBe(0);
+  });
+
+  it("does not count time the holder itself did not run (a stopped or paused pod) as a member's silence", async () => {
+    const members = new ServiceMembers(key);
+    cleanup.push(() => {
+      members.close();
+    });
+    members.receive(report({ staleAfterMs: 1_000 }));
+    const until = performance.now() + 1_500;
+    while (performance.now() < until); // the holder's thread does not run: nor would a member's report be read
+    await new Promise((resolve) => setTimeout(resolve, 300)); // its pause sampler runs
+    expect(members.live(base)).toBe(base);
+    // Silent for longer than the report allows while the holder runs: stuck.
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    expect(members.live(base).unhealthy).toEqual([`healthcheck@${String(process.pid)}`]);
   });
 
   it('hands out the same status object while nothing changes (probe bodies are cached per object)', () => {
