@@ -252,5 +252,7 @@ let redactor: Redactor | undefined;
 
 function redacted(value: string): string {
   redactor ??= new Redactor();
-  return redactor.text(value.slice(0, 64));
+  // Redacted whole, then cut: cut first, a credential's `@host` could fall past the cut, and the
+  // credential with it out of the rule's sight.
+  return redactor.text(value).slice(0, 64);
 }

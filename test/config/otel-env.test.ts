@@ -257,4 +257,11 @@ describe('envCorrections: the one set of rules', () => {
     expect(correction?.message).not.toContain('s3cr3tpass');
     expect(correction?.value).not.toContain('s3cr3tpass');
   });
+
+  it('a long credential is not logged in part either (the value is redacted before it is cut)', () => {
+    const secret = 'Z'.repeat(60);
+    const [correction] = envCorrections({ OTEL_EXPORTER_OTLP_ENDPOINT: `svc-account:${secret}@collector:4318` });
+    expect(correction?.message).not.toMatch(/Z{8}/);
+    expect(correction?.value).not.toMatch(/Z{8}/);
+  });
 });
