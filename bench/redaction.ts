@@ -15,6 +15,10 @@ const LATER_ADVERSARIAL_TEXT: readonly (readonly [shape: string, unit: string])[
   ['`a:a:…`', 'a:'],
   ['`<a><a>…`', '<a>'],
   ['`a:b@a:b@…`', 'a:b@'],
+  // A second review's: digits after a colon under a secret key, a tag's attributes, an empty user.
+  ['`pin:1pin:1…`', 'pin:1'],
+  ['`<a <a <a …`', '<a '],
+  ['`:a@b:1 :a@b:1 …`', ':a@b:1 '],
 ];
 const SIZES = [1_024, 16_384, 262_144, 1_048_576];
 /** Bytes redacted per round and size: small inputs are repeated, so every cell does the same work. */

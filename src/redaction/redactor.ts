@@ -12,10 +12,16 @@ export interface RedactionOptions {
    * percent-decoding; it is secret when one segment, or a run of adjacent segments written together,
    * equals a word (case-insensitive). So `token` matches `refresh_token`, `X-Auth-Token` and
    * `accessToken`, but not `tokenizer`; `api_key` or `apikey` matches `x-api-key` and `apiKey`.
-   * A key whose last segment says it is a measure or a kind of one (`token_count`, `token_type`,
-   * `password_length`: count, length, size, type, limit, total, max, min, ttl, expiry) is no
-   * secret. An attribute whose name (after its last `.`: `db.password`, `app.auth_token`,
-   * `app.apiKey`) is a secret key has its string values replaced whole.
+   * A key whose last segment says it is about a secret — a measure, a kind, a time, a way, a place
+   * (`token_count`, `token_type`, `password_changed_at`, `auth_method`, `private_ip`) — is no
+   * secret. The weak words `key`, `auth`, `private` and `session` count only as a key's last
+   * segment (`ssh_key`, `x-auth`) or in a compound written as one word (`api_key`, `session_id`):
+   * `session_timeout` is a duration. An attribute whose name (after its last `.`: `db.password`,
+   * `app.auth_token`, `app.apiKey`) is a secret key has its string values replaced whole, and its
+   * numbers when its last word is no count nor weak word (`app.pin`, not `app.tokens`); a bare
+   * `….key` (`cache.key`) is the namespace's key, a name, and is read as text. After a colon
+   * without a space, digits are a port or a line (`auth-service:8080`, `token.js:12:3`) unless
+   * the key ends in such a word (`pin:4821`, `token:123456`).
    * Default {@link DEFAULT_SECRET_WORDS}; extend it rather than replace it:
    * `queryKeys: [...DEFAULT_SECRET_WORDS, 'tenant']`.
    */
@@ -58,6 +64,10 @@ export const DEFAULT_SECRET_WORDS: readonly string[] = [
   'passwd',
   'pwd',
   'passphrase',
+  'passcode',
+  'pin',
+  'otp',
+  'totp',
   'key',
   'apikey',
   'accesskey',
@@ -113,18 +123,47 @@ const PLAIN_KEYS: ReadonlySet<string> = new Set([
   ATTR_DEADLINE_SOURCE,
 ]);
 /**
- * Attributes of the semantic conventions whose name holds a secret word but whose value is a name
- * (a flag's, an object's, a message's routing or partition key): scanned as text, not replaced whole.
+ * Attributes of the semantic conventions whose name ends in a secret word but whose value is a
+ * name (a message's routing or ordering key): scanned as text, not replaced whole. A bare `….key`
+ * (`feature_flag.key`, `aws.s3.key`) needs no listing.
  */
 const CONVENTION_NAMES: ReadonlySet<string> = new Set([
-  'feature_flag.key',
-  'aws.s3.key',
-  'messaging.kafka.message.key',
   'messaging.gcp_pubsub.message.ordering_key',
   'messaging.rabbitmq.destination.routing_key',
 ]);
-/** A key's last segment that makes it a measure or a kind of a secret, not the secret (`token_count`, `token_type`). */
-const MEASURE_WORDS: ReadonlySet<string> = new Set(['count', 'length', 'size', 'type', 'limit', 'total', 'max', 'min', 'ttl', 'expiry']);
+/**
+ * A key's last segment that makes it about a secret, not the secret: a measure or a kind
+ * (`token_count`, `token_type`), a time (`password_changed_at`), a way or a place (`auth_method`,
+ * `private_ip`, `token_url`), a flag (`password_required`), a name (`secret_name`).
+ */
+const ABOUT_WORDS: ReadonlySet<string> = new Set(
+  'count length size type limit total max min ttl expiry at time date timestamp expires expired changed updated created method mode scheme provider ip address host port url uri endpoint enabled disabled required policy strength version format algorithm alg name'.split(
+    ' ',
+  ),
+);
+/**
+ * Words common in names of other things (`auth_method`, `private_ip`, `session_timeout`, `key_id`):
+ * they make a key secret only as its last segment (`ssh_key`, `x-auth`), or written together with
+ * another into a listed word (`apikey`, `sessionid`).
+ */
+const WEAK_WORDS: ReadonlySet<string> = new Set(['key', 'auth', 'private', 'session']);
+/** Words under which digits are a count, a port or an id rather than a secret (`tokens:512`, `session:6379`, `key:7`). */
+const NOT_NUMERIC_SECRETS: ReadonlySet<string> = new Set([
+  ...WEAK_WORDS,
+  'tokens',
+  'secrets',
+  'passwords',
+  'credentials',
+  'sid',
+  'sig',
+  'signature',
+  'cookie',
+]);
+/** What a key names: no secret, a secret in text, or a secret even when its value is digits. */
+const NOT_SECRET = 0;
+const SECRET_TEXT = 1;
+const SECRET_ANY = 2;
+type KeyVerdict = typeof NOT_SECRET | typeof SECRET_TEXT | typeof SECRET_ANY;
 /** Rounds of percent-decoding a key gets: `%2574oken` is `token` encoded twice; bounded, each round is a pass over the key. */
 const DECODING_ROUNDS = 3;
 
@@ -163,18 +202,26 @@ const PEM_END = /-----END [A-Z0-9 ]{0,64}-----/y;
 const PEM_VALUE = new RegExp(String.raw`(?:\\?["'])?${PEM_SOURCE}`, 'iy');
 /**
  * `user:password@host` without a scheme (a DSN, a Redis address): the password is hidden, the user
- * and host stay. The host must look like one, alone or with a port, so `node:20@sha256:…` is no
- * password; `mailto:`, `sip:` and `xmpp:` addresses are left alone.
+ * and host stay. The user may be empty (Redis's `:password@redis:6379`) after a space, a quote,
+ * `=`, `/` or at the start. The host is captured and must look like one ({@link looksLikeHost}), so
+ * `node:20@sha256:…`, `app:v1.2@prod-cluster` and `refs:main@origin` are no passwords; `mailto:`,
+ * `sip:` and `xmpp:` addresses and package specs (`npm:lodash@4.17.21`) are left alone.
  */
-const USERINFO_SOURCE = String.raw`(?<userinfoUser>(?<![\w.%+~-])(?!(?:mailto|sips?|xmpp):)[\w.%+~-]{1,64}:)(?<userinfoPassword>[^\s@/:"'<>\\]{1,256})(?=@[\w-]{1,63}(?:\.[\w-]{1,63}){0,126}(?::\d{1,5})?(?![\w.:@-]))`;
-/** An XML element's start tag: a secret one's text is hidden (`<password>…</password>`, also in CDATA). */
-const XML_SOURCE = String.raw`(?<xmlTag><(?<xmlKey>[\w.\-[\]%:]{1,128})>)`;
+const USERINFO_SOURCE = String.raw`(?<userinfoUser>(?:(?<![\w.%+~-])(?!(?:mailto|sips?|xmpp|npm|yarn|pnpm|docker):)[\w.%+~-]{1,64}|(?<![^\s"'=(\[,/])):)(?<userinfoPassword>[^\s@/:"'<>\\]{1,256})(?=@(?<userinfoHost>[\w-]{1,63}(?:\.[\w-]{1,63}){0,126}(?::\d{1,5})?)(?![\w.:@-]))`;
+/**
+ * An XML element's start tag (`<password>`, `<Password >`, `<wsse:Password Type="…">`): a secret
+ * one's text is hidden (also in CDATA). The match ends at the name and a lookahead finds the tag's
+ * `>` before any other `<`, so a harmless element's attributes are scanned as text (`<user
+ * password="…">`) and no tag is read past the next one.
+ */
+const XML_SOURCE = String.raw`(?<xmlTag><(?<xmlKey>[\w.\-[\]%:]{1,128})(?=(?:\s[^<>]{0,512})?>))`;
 const CDATA_START = '<![CDATA[';
 /** A JWT (header.payload[.signature]; both JSON objects, so both base64url parts start `eyJ`). */
 const JWT_SOURCE = String.raw`(?<jwt>(?<![\w-])eyJ[\w-]+\.eyJ[\w-]+(?:\.[\w-]*)?)`;
 /**
- * `key=value`, `key: value`, `key:value` (not before digits alone: `file.js:12:3` and
- * `auth-service:8080` are a line and a port; nor `::` or `:/`), `"key":"value"`
+ * `key=value`, `key: value`, `key:value` (before digits alone, `digitsSep`: only a key ending in a
+ * word that digits can be, `pin:4821`, since `file.js:12:3` and `auth-service:8080` are a line and
+ * a port; not `::` or `:/`), `"key":"value"`
  * (also as escaped JSON inside a string), `key="value"`, and a key followed by a quoted value
  * (SQL's `PASSWORD 'x'`, `IDENTIFIED BY 'x'`). Keys are bounded to 128 characters so a long run
  * of key characters costs at most 128 steps per run. The match stops before the value (a
@@ -182,10 +229,13 @@ const JWT_SOURCE = String.raw`(?<jwt>(?<![\w-])eyJ[\w-]+\.eyJ[\w-]+(?:\.[\w-]*)?
  * value is then read once by {@link PAIR_VALUE}, a harmless key's is scanned on as text (it may
  * hold a secret). Matching the value here and rescanning it read `a=a=a=…` once per `=`: quadratic.
  */
-const PAIR_SOURCE = String.raw`(?<![\w.\-[\]%])(?<key>identified\s+by|[\w.\-[\]%]{1,128})(?<sep>\s*=\s*|:\s+|:(?![:/]|\d+(?!\w))|\\?["']\s*[:=]\s*|\s+(?=\\?["']))(?=\\"|["']|[^\s&;,"'\\])`;
+const PAIR_SOURCE = String.raw`(?<![\w.\-[\]%])(?<key>identified\s+by|[\w.\-[\]%]{1,128})(?<sep>\s*=\s*|:\s+|:(?![:/]|\d+(?!\w))|(?<digitsSep>:)(?=\d)|\\?["']\s*[:=]\s*|\s+(?=\\?["']))(?=\\"|["']|[^\s&;,"'\\])`;
 /** The value of a secret pair, read where the pair's match ends: a quoted string (JSON, escaped JSON, SQL), or up to a space, `&;,`, a quote or a backslash. */
 const PAIR_VALUE = /"(?:[^"\\\r\n]|\\.)*"?|\\"[^"\\\r\n]*(?:\\")?|'[^'\r\n]*'?|[^\s&;,"'\\]+/y;
 const IDENTIFIED_BY = /^identified\s+by$/i;
+/** Digits after a colon that are a line and a column (`at /app/token:12:3`), not a value. */
+const LINE_AND_COLUMN = /\d+:\d/y;
+const IPV4 = /^\d{1,3}(?:\.\d{1,3}){3}$/;
 const SCANNER = new RegExp(
   [URL_SOURCE, AUTH_HEADER_SOURCE, CREDENTIAL_SOURCE, JWT_SOURCE, PEM_SOURCE, XML_SOURCE, USERINFO_SOURCE, PAIR_SOURCE].join('|'),
   'gi',
@@ -201,8 +251,12 @@ const MAY_HOLD_SECRET = /[='"<@]|:(?![\d:])|eyJ|bearer|basic|authorization|priva
 const KEY_HUMPS = /(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])/g;
 const NOT_ALPHANUMERIC = /[^a-z0-9]+/;
 const PERCENT_ESCAPE = /%([0-9a-f]{2})/gi;
-/** A `=` percent-encoded once to three times: a parameter's value that is itself a query or a URL (`next=%2Fcb%3Ftoken%3D…`). */
-const ENCODED_EQUALS = /%(?:25){0,2}3d/i;
+/**
+ * What a secret in a parameter's value that is itself text needs, percent-encoded once to three
+ * times: `=` (`next=%2Fcb%3Ftoken%3D…`), `:` and `@` (`next=https%3A%2F%2Fu%3Apw%40host`), a space
+ * (`Bearer%20…`), a quote (`%7B%22token%22…`), `<` (`%3Cpassword%3E…`).
+ */
+const ENCODED_SEPARATOR = /%(?:25){0,2}(?:3d|3a|40|20|22|27|3c)/i;
 /** What a URL keeps unencoded in a parameter's value (RFC 3986's unreserved, and `!*'()` as encodeURIComponent). */
 const NOT_UNRESERVED = /[^\w.~!*'()-]/g;
 /** What separates a query's parameters: `&`, and `;` (`?a=1;token=…`); captured, so a split keeps them, the separators at odd indexes. */
@@ -224,9 +278,11 @@ export class Redactor {
   readonly #headers: readonly string[];
   readonly #maxValueLength: number;
   /** Verdicts per key: the same few keys recur on every span. */
-  readonly #verdicts = new Memo<boolean>(1_024, 64);
+  readonly #verdicts = new Memo<KeyVerdict>(1_024, 64);
   /** Verdicts per attribute name (a name is longer than a key: its namespace). */
-  readonly #attributeVerdicts = new Memo<boolean>(1_024, 128);
+  readonly #attributeVerdicts = new Memo<KeyVerdict>(1_024, 128);
+  /** A secret word right before `:` and a digit (`pin:4821`): text holding one is scanned though it has nothing else {@link MAY_HOLD_SECRET} needs. */
+  readonly #wordBeforeDigits: RegExp;
   /** Set while an encoded value is read decoded, so what it holds is decoded once, not once per level. */
   #decoding = false;
 
@@ -236,6 +292,8 @@ export class Redactor {
       .filter((word) => word !== '');
     this.#words = new Set(words);
     this.#longestWord = Math.max(0, ...words.map((word) => word.length));
+    // The colon first: the engine looks for it, and tries the words only there.
+    this.#wordBeforeDigits = words.length === 0 ? /$^/ : new RegExp(`:(?<=(?:${[...this.#words].join('|')}):)\\d`, 'i');
     this.#headers = (options.headers ?? DEFAULT_HEADERS).map((h) => h.toLowerCase());
     const { maxValueLength = DEFAULT_MAX_VALUE_LENGTH } = options;
     if (
@@ -249,27 +307,31 @@ export class Redactor {
 
   /** Whether a key (query or path parameter, header, JSON or `key=value` name) names a secret. */
   isSecretKey(key: string): boolean {
-    return this.#verdicts.get(key, this.#namesSecret);
+    return this.#verdicts.get(key, this.#namesSecret) !== NOT_SECRET;
   }
 
-  readonly #namesSecret = (key: string): boolean => {
+  readonly #namesSecret = (key: string): KeyVerdict => {
     let decoded = key;
     for (let round = 0; round < DECODING_ROUNDS && decoded.includes('%'); round++) {
       decoded = decoded.replace(PERCENT_ESCAPE, (_escape, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
     }
     const segments = decoded.replace(KEY_HUMPS, ' ').toLowerCase().split(NOT_ALPHANUMERIC);
-    const last = segments.findLast((segment) => /[a-z]/.test(segment));
-    if (last !== undefined && MEASURE_WORDS.has(last)) return false;
+    // The last segment that is a word: `key_1` and `session-v2` end in `key` and `session`.
+    const end = segments.findLastIndex((segment) => /[a-z]{2}/.test(segment));
+    if (end === -1 || ABOUT_WORDS.has(segments[end] ?? '')) return NOT_SECRET;
+    let verdict: KeyVerdict = NOT_SECRET;
     // A segment, or adjacent segments written together (`api_key` for the word `apikey`); a run
     // stops at the longest word, so the cost stays linear in the key.
-    for (let first = 0; first < segments.length; first++) {
+    for (let first = 0; first <= end; first++) {
       let joined = '';
-      for (let last = first; last < segments.length && joined.length <= this.#longestWord; last++) {
+      for (let last = first; last <= end && joined.length <= this.#longestWord; last++) {
         joined += segments[last] ?? '';
-        if (this.#words.has(joined)) return true;
+        if (!this.#words.has(joined) || (last !== end && WEAK_WORDS.has(joined))) continue;
+        if (last === end && !NOT_NUMERIC_SECRETS.has(joined)) return SECRET_ANY;
+        verdict = SECRET_TEXT;
       }
     }
-    return false;
+    return verdict;
   };
 
   /** A URL (absolute, or a path with a query) without userinfo, with secret path, query and fragment parameters and JWTs replaced. */
@@ -293,33 +355,40 @@ export class Redactor {
   }
 
   /** Whether an attribute's value is a secret by the attribute's name (a listed header, `db.password`, `app.apiKey`). */
-  #isSecretAttribute(key: string): boolean {
+  #attributeVerdict(key: string): KeyVerdict {
     return this.#attributeVerdicts.get(key, this.#namesSecretAttribute);
   }
 
-  readonly #namesSecretAttribute = (key: string): boolean => {
+  readonly #namesSecretAttribute = (key: string): KeyVerdict => {
     if (key.startsWith('http.request.header.') || key.startsWith('http.response.header.')) {
       const header = key
         .slice(key.indexOf('.header.') + 8)
         .toLowerCase()
         .replace(/_/g, '-');
       // Listed headers, and any header named like a secret (x-auth-token, x-goog-api-key, …).
-      return this.#headers.includes(header) || this.isSecretKey(header);
+      return this.#headers.includes(header) ? SECRET_TEXT : this.#verdicts.get(header, this.#namesSecret);
     }
-    // The name after the namespace: `session.id` is an id, `aws.secretsmanager.secret.arn` an ARN.
-    return !CONVENTION_NAMES.has(key) && this.isSecretKey(key.slice(key.lastIndexOf('.') + 1));
+    // The name after the namespace: `session.id` is an id, `aws.secretsmanager.secret.arn` an ARN,
+    // and a bare `.key` the namespace's key (`cache.key`, `feature_flag.key`, `aws.s3.key`).
+    const dot = key.lastIndexOf('.');
+    const name = key.slice(dot + 1);
+    if (CONVENTION_NAMES.has(key) || (dot !== -1 && name.toLowerCase() === 'key')) return NOT_SECRET;
+    return this.#verdicts.get(name, this.#namesSecret);
   };
 
   /** The redacted value of an attribute, or `undefined` when it needs no change. */
   attribute(key: string, value: unknown): unknown {
-    // Most values of a span are numbers and booleans: nothing to read (nor a secret: a count, `gen_ai.usage.input_tokens`).
-    if (typeof value !== 'string' && !Array.isArray(value)) return undefined;
+    // Most values of a span are numbers and booleans: nothing to read, and a secret only as a
+    // number under a name digits can be (`app.pin`; not a count, `gen_ai.usage.input_tokens`).
+    if (typeof value !== 'string' && !Array.isArray(value)) {
+      return typeof value === 'number' && this.#attributeVerdict(key) === SECRET_ANY ? REDACTED : undefined;
+    }
     // Checked before the plain keys are skipped: a name given as a secret word is never skipped.
-    if (this.#isSecretAttribute(key)) {
-      if (typeof value === 'string') return value === REDACTED ? undefined : REDACTED;
-      return value.some((item) => typeof item === 'string' && item !== REDACTED)
-        ? value.map((item: unknown) => (typeof item === 'string' ? REDACTED : item))
-        : undefined;
+    const verdict = this.#attributeVerdict(key);
+    if (verdict !== NOT_SECRET) {
+      const hidden = (item: unknown) => (typeof item === 'string' ? item !== REDACTED : verdict === SECRET_ANY && typeof item === 'number');
+      if (typeof value === 'string') return hidden(value) ? REDACTED : undefined;
+      return value.some(hidden) ? value.map((item: unknown) => (hidden(item) || item === REDACTED ? REDACTED : item)) : undefined;
     }
     // Any other header's value is text like any attribute's (a Location or Referer URL with a token).
     if (PLAIN_KEYS.has(key) && !(typeof value === 'string' && value.length > this.#maxValueLength)) return undefined;
@@ -389,7 +458,7 @@ export class Redactor {
       if (eq === -1) continue;
       if (this.isSecretKey(part.slice(0, eq))) parts[i] = `${part.slice(0, eq + 1)}${REDACTED}`;
       else if (part.includes('eyJ', eq)) parts[i] = part.replace(JWT, REDACTED);
-      else if (!this.#decoding && ENCODED_EQUALS.test(part)) parts[i] = `${part.slice(0, eq + 1)}${this.#encoded(part.slice(eq + 1))}`;
+      else if (!this.#decoding && ENCODED_SEPARATOR.test(part)) parts[i] = `${part.slice(0, eq + 1)}${this.#encoded(part.slice(eq + 1))}`;
     }
     return mark + parts.join(semicolons ? '' : '&');
   }
@@ -414,15 +483,37 @@ export class Redactor {
     }
   }
 
+  /** Whether a pair's value, starting at `at`, is hidden: digits after a bare colon only under a key they can be, and not a line and column. */
+  #hidesValue(key: string, digits: boolean, text: string, at: number): boolean {
+    if (!digits) return this.isSecretKey(key) || IDENTIFIED_BY.test(key);
+    LINE_AND_COLUMN.lastIndex = at;
+    return this.#verdicts.get(key, this.#namesSecret) === SECRET_ANY && !LINE_AND_COLUMN.test(text);
+  }
+
   #text(text: string): string {
-    if (!MAY_HOLD_SECRET.test(text)) return text;
+    if (!MAY_HOLD_SECRET.test(text) && !this.#wordBeforeDigits.test(text)) return text;
     const scanner = new RegExp(SCANNER);
     let result = '';
     let copied = 0;
     for (let match = scanner.exec(text); match !== null; match = scanner.exec(text)) {
       const groups = match.groups ?? {};
-      const { url, authPrefix, authScheme, authValue, credPrefix, credValue, jwt, pemBegin, xmlTag, xmlKey, userinfoUser, key, sep } =
-        groups;
+      const {
+        url,
+        authPrefix,
+        authScheme,
+        authValue,
+        credPrefix,
+        credValue,
+        jwt,
+        pemBegin,
+        xmlTag,
+        xmlKey,
+        userinfoUser,
+        userinfoHost,
+        key,
+        sep,
+        digitsSep,
+      } = groups;
       let replacement: string | undefined;
       if (url !== undefined) replacement = this.#url(url);
       else if (authPrefix !== undefined && authValue !== undefined) {
@@ -441,18 +532,25 @@ export class Redactor {
       } else if (xmlTag !== undefined && xmlKey !== undefined) {
         // A harmless element's text is left to the scan, as a harmless key's value is.
         if (this.isSecretKey(xmlKey)) {
-          const from = scanner.lastIndex;
+          // The lookahead saw the tag's `>`, at most 513 characters on; its attributes are text
+          // (`<credentials password="…">`), read once here.
+          const close = text.indexOf('>', scanner.lastIndex);
+          const attributes = text.slice(scanner.lastIndex, close);
+          const from = close + 1;
           const cdata = text.startsWith(CDATA_START, from);
           const until = cdata ? text.indexOf(']]>', from) : text.indexOf('<', from);
           const valueEnd = until === -1 ? text.length : cdata ? until + 3 : until;
           scanner.lastIndex = valueEnd;
           const value = text.slice(from, valueEnd);
-          if (value !== '' && value !== REDACTED) replacement = `${xmlTag}${REDACTED}`;
+          replacement = `${xmlTag}${this.#text(attributes)}>${value === '' || value === REDACTED ? value : REDACTED}`;
+          if (replacement === text.slice(match.index, valueEnd)) replacement = undefined;
         }
-      } else if (userinfoUser !== undefined) replacement = `${userinfoUser}${REDACTED}`;
+      } else if (userinfoUser !== undefined) {
+        if (userinfoHost !== undefined && looksLikeHost(userinfoHost)) replacement = `${userinfoUser}${REDACTED}`;
+      }
       // A harmless key's value is left to the scan, which goes on from it: it may still hold a
       // secret ("error: password=…", "{"body":"token=…"}").
-      else if (key !== undefined && sep !== undefined && (this.isSecretKey(key) || IDENTIFIED_BY.test(key))) {
+      else if (key !== undefined && sep !== undefined && this.#hidesValue(key, digitsSep !== undefined, text, scanner.lastIndex)) {
         PEM_VALUE.lastIndex = scanner.lastIndex;
         // `private_key: -----BEGIN …`: the whole key is hidden by the scan, not only its first word.
         if (!PEM_VALUE.test(text)) {
@@ -476,6 +574,13 @@ function cut(text: string, length: number): string {
   if (text.length <= length) return text;
   const last = text.charCodeAt(length - 1);
   return text.slice(0, last >= 0xd800 && last <= 0xdbff ? length - 1 : length);
+}
+
+/** A host with a port, `localhost`, an IPv4 address, or a name whose last label holds a letter (`db.internal`; not `18.2.0` nor `origin`). */
+function looksLikeHost(host: string): boolean {
+  if (host.includes(':') || host.toLowerCase() === 'localhost' || IPV4.test(host)) return true;
+  const dot = host.lastIndexOf('.');
+  return dot !== -1 && /[a-z]/i.test(host.slice(dot + 1));
 }
 
 /** REDACTED in the quotes the value had, so JSON and SQL stay well-formed. */

@@ -250,6 +250,18 @@ const LATER_ADVERSARIAL_TEXT: readonly (readonly [shape: string, unit: string])[
   ['`key: -----BEGIN PRIVATE KEY-----…`', 'key: -----BEGIN PRIVATE KEY-----'],
   ['`%25%25…=`', '%25%25%25%25%25%25%25%2574oken='],
   ['`https://h/?a=%253Dtoken%253D…` (a value decoded and read)', 'https://h/?a=%253Dtoken%253D'],
+  // A second review's alternatives: digits after a colon under a secret key, tags with attributes,
+  // an empty user, encoded `:` and `@` that send a value to be decoded.
+  ['`pin:1pin:1…`', 'pin:1'],
+  ['`token:1:token:1:…`', 'token:1:'],
+  ['`js:12:3 …` (a stack without other triggers)', 'js:12:3 '],
+  ['`<a <a <a …`', '<a '],
+  ['`<password x="y" <password …`', '<password x="y" '],
+  ['`<password a="b"><password a="b">…`', '<password a="b">'],
+  ['`<a bbb…(500)><a …`', `<a ${'b'.repeat(500)}>`],
+  ['`:a@b:1 :a@b:1 …`', ':a@b:1 '],
+  ['`=:a@=:a@…`', '=:a@'],
+  ['`https://h/?a=%3A%40%3A%40…`', 'https://h/?a=%3A%40%3A%40'],
 ];
 
 describe('Redactor: linear, bounded, once', () => {
@@ -381,6 +393,11 @@ describe('Redactor: any secret key in any form', () => {
     (key: string, value: string) => `https://h.example/p?a=1;${key}=${value}`,
     (key: string, value: string) => `<login><${key}>${value}</${key}></login>`,
     (key: string, value: string) => `GET /p?${encodeURIComponent(encodeURIComponent(key))}=${value}`,
+    // A second review's: a start tag with attributes or a namespace, a URL encoded in a parameter.
+    (key: string, value: string) => `<${key} type="text">${value}</${key}>`,
+    (key: string, value: string) => `<wsse:${key} Type="…#PasswordText">${value}</wsse:${key}>`,
+    (key: string, value: string) => `<user ${key}="${value}">bob</user>`,
+    (key: string, value: string) => `https://h.example/login?next=${encodeURIComponent(`https://h.example/cb?${key}=${value}`)}`,
   );
 
   it('an Authorization value already redacted is not read as a scheme on a second pass', () => {
@@ -402,9 +419,60 @@ describe('Redactor: any secret key in any form', () => {
     );
   });
 
+  it('digits after a bare colon are hidden under a key digits can be, and kept after a port or a line', () => {
+    const digitKey = fc
+      .tuple(
+        fc.constantFrom('', 'user_', 'card.', 'my', 'x-'),
+        fc.constantFrom('password', 'pin', 'otp', 'token', 'secret', 'passcode', 'api_key', 'access_token', 'private_key'),
+      )
+      .map(([prefix, word]) => `${prefix}${/[a-z]$/.test(prefix) ? word.charAt(0).toUpperCase() + word.slice(1) : word}`);
+    const digits = fc.stringMatching(/^[0-9]{4,13}$/).map((value) => `7${value}`);
+    fc.assert(
+      fc.property(digitKey, digits, (key, value) => {
+        const once = redactor.text(`rejected ${key}:${value} (retry)`);
+        expect(once).toBe(`rejected ${key}:REDACTED (retry)`);
+        expect(redactor.text(once)).toBe(once);
+        expect(redactor.attribute(`app.${key}`, Number(value))).toBe('REDACTED');
+        // A port, a line and column, a count: kept.
+        for (const kept of [`${key}-service:${value}`, `${key}.js:${value}:3`, `/app/${key}:${value}:3`, `${key}s_count:${value}`]) {
+          expect(redactor.text(kept)).toBe(kept);
+        }
+      }),
+      { numRuns: 500 },
+    );
+    for (const [key, count] of [
+      ['gen_ai.usage.input_tokens', 120],
+      ['app.tokens', 512],
+      ['app.session', 3],
+      ['cache.key', 7],
+      ['app.auth', 1],
+      ['app.pin_count', 3],
+    ] as const) {
+      expect(redactor.attribute(key, count)).toBeUndefined();
+    }
+  });
+
+  it('the userinfo of `user:password@host` needs a host: a version or a bare name is none', () => {
+    for (const kept of ['yarn:react@18.2.0', 'npm:lodash@4.17.21', 'app:v1.2@prod-cluster', 'refs:main@origin', 'node:20@sha256:0a1b']) {
+      expect(redactor.text(kept)).toBe(kept);
+    }
+    for (const [sent, shown] of [
+      ['admin:s3@db.internal', 'admin:REDACTED@db.internal'],
+      ['admin:s3@10.0.0.5', 'admin:REDACTED@10.0.0.5'],
+      ['admin:s3@redis:6379', 'admin:REDACTED@redis:6379'],
+      ['u:s3@localhost', 'u:REDACTED@localhost'],
+      [':s3@redis:6379', ':REDACTED@redis:6379'],
+      ['REDIS=:s3@redis:6379', 'REDIS=:REDACTED@redis:6379'],
+    ]) {
+      expect(redactor.text(sent)).toBe(shown);
+    }
+  });
+
   it('an attribute named by a secret key has its value replaced, under any namespace', () => {
     fc.assert(
       fc.property(fc.constantFrom('', 'db.', 'app.', 'rpc.grpc.request.metadata.'), secretKey, secretValue, (namespace, key, value) => {
+        // A bare `….key` is the namespace's key (`cache.key`), a name: read as text, not replaced whole.
+        fc.pre(!/\.key$/i.test(`${namespace}${key}`));
         expect(redactor.attribute(`${namespace}${key}`, value)).toBe('REDACTED');
         expect(redactor.attribute(`${namespace}${key}`, [value, 'x'])).toEqual(['REDACTED', 'REDACTED']);
       }),

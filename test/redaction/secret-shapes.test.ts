@@ -8,8 +8,9 @@ import { RedactionSpanProcessor } from '../../src/redaction/index.js';
  * Every shape in which a secret has been seen to reach a span, each planted where an app or an
  * instrumentation records it (an attribute, a captured header, an exception, the status message,
  * the name), through the real span processor: the secret must not be in what is exported. The
- * first 29 are the forms of earlier passes; the last 14 are the ones a later adversarial pass got
- * through (all 14 reached exported spans before the redactor learned them).
+ * first 29 are the forms of earlier passes; the next 14 are the ones a later adversarial pass got
+ * through (all 14 reached exported spans before the redactor learned them); the last 7, and 6
+ * numeric ones, are what a second review got through.
  */
 type Plant = (span: Span, secret: string) => void;
 const text =
@@ -94,7 +95,38 @@ const NEW_SHAPES: readonly (readonly [shape: string, plant: Plant])[] = [
   ['a double-encoded key, %2574oken=', text('url.full', (s) => `https://h.example/p?%2574oken=${s}`)],
 ];
 
-const SECRET_SHAPES = [...EARLIER_SHAPES, ...NEW_SHAPES];
+/** What a second review got through: XML start tags with attributes or a namespace, an encoded URL in a parameter, an empty user. */
+const REVIEW_SHAPES: readonly (readonly [shape: string, plant: Plant])[] = [
+  [
+    '<wsse:Password Type="…#PasswordText">S</wsse:Password> (SOAP WS-Security)',
+    text(
+      'http.request.body',
+      (s) =>
+        `<wsse:UsernameToken><wsse:Username>bob</wsse:Username><wsse:Password Type="http://docs.oasis-open.org/wss#PasswordText">${s}</wsse:Password></wsse:UsernameToken>`,
+    ),
+  ],
+  ['<password type="text">S</password>', text('http.request.body', (s) => `<login><password type="text">${s}</password></login>`)],
+  ['<Password >S</Password>', text('http.request.body', (s) => `<Password >${s}</Password>`)],
+  ['<user password="S"> (a secret attribute of a harmless element)', text('http.request.body', (s) => `<user password="${s}">bob</user>`)],
+  [
+    '<credentials password="S"> (a secret attribute of a secret element)',
+    text('http.request.body', (s) => `<credentials password="${s}">x</credentials>`),
+  ],
+  ['?next=https%3A%2F%2Fu%3AS%40host', text('url.full', (s) => `https://app.example/login?next=https%3A%2F%2Fu%3A${s}%40host.example%2Fx`)],
+  [':S@redis:6379 (an empty user)', text('exception.message', (s) => `connect to :${s}@redis:6379 refused`)],
+];
+
+const SECRET_SHAPES = [...EARLIER_SHAPES, ...NEW_SHAPES, ...REVIEW_SHAPES];
+
+/** Numeric secrets (PINs, OTPs, numeric API tokens), planted as digits: a colon before digits no longer spares them under a secret key. */
+const NUMERIC_SHAPES: readonly (readonly [shape: string, plant: Plant])[] = [
+  ['password:N', text('exception.message', (n) => `login failed password:${n} user=bob`)],
+  ['pin:N', text('app.note', (n) => `card check pin:${n} rejected`)],
+  ['otp:N', text('app.note', (n) => `otp:${n}`)],
+  ['token:N (a numeric API token)', text('exception.message', (n) => `rejected token:${n} (expired)`)],
+  ['an attribute app.pin holding a number', (span, n) => span.setAttribute('app.pin', Number(n))],
+  ['an attribute db.password holding a number', (span, n) => span.setAttribute('db.password', Number(n))],
+];
 
 /** Look-alikes, each as it must come out: byte for byte what went in. */
 const LOOK_ALIKES: readonly (readonly [key: string, value: string | number | string[]])[] = [
@@ -116,6 +148,24 @@ const LOOK_ALIKES: readonly (readonly [key: string, value: string | number | str
   ['app.public', '-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQ\n-----END PUBLIC KEY-----'],
   ['http.response.header.location', ['https://app.example/next?page=2#top']],
   ['http.route', '/users/:id'],
+  // A second review's over-redaction: package specs and refs are no `user:password@host`, and a
+  // name whose secret word is not its last (or whose last word is a time, a method, an address) holds no secret.
+  ['app.deps', 'yarn:react@18.2.0 npm:lodash@4.17.21 pnpm:vite@5.0.1 docker:node@20.11'],
+  ['app.deploy', 'app:v1.2@prod-cluster refs:main@origin'],
+  ['cache.key', 'user:42:profile'],
+  ['app.auth_method', 'basic'],
+  ['user.password_changed_at', '2024-05-01T10:00:00Z'],
+  ['net.private_ip', '10.0.0.7'],
+  ['session.id', 'c0ffee-42'],
+  ['app.session_timeout', '30m'],
+  ['app.note', 'auth_method=oauth private_ip=10.0.0.7 password_changed_at=2024-05-01 session_timeout=30'],
+  ['exception.message', 'connect ECONNREFUSED session:6379, at /app/token:12:3, tokens:512 key:7 auth:8080'],
+  ['http.request.body', '<password_policy minLength="8">strong</password_policy><author id="1">Ada</author>'],
+  ['app.url', 'https://app.example/search?q=a%20b%3Ac&next=%2Fhome'],
+  ['gen_ai.usage.output_tokens', 512],
+  ['app.tokens', 2048],
+  ['app.pin_count', 3],
+  ['cache.key.length', 12],
 ];
 
 /** base64url, the alphabet of most generated tokens; `S3cr` keeps a short one from matching text by chance. */
@@ -138,16 +188,36 @@ function recorder() {
   return record;
 }
 
-/** All that leaves with a span: name, attributes, events, status. */
-const exportedText = (span: ReadableSpan) => JSON.stringify([span.name, span.attributes, span.events, span.status]);
+/** Digits, as PINs, OTPs and numeric tokens are (exact as a number; `7` first, so no leading zero is lost). */
+const digits = fc.stringMatching(/^[0-9]{7,11}$/).map((value) => `7${value}`);
 
-describe(`planted secrets: ${SECRET_SHAPES.length} shapes, none leaves through RedactionSpanProcessor`, () => {
+/** All that leaves with a span: name, attributes, events (not their times: digits could match them), status. */
+const exportedText = (span: ReadableSpan) =>
+  JSON.stringify([span.name, span.attributes, span.events.map((event) => [event.name, event.attributes]), span.status]);
+
+describe(`planted secrets: ${SECRET_SHAPES.length + NUMERIC_SHAPES.length} shapes, none leaves through RedactionSpanProcessor`, () => {
   const record = recorder();
 
   it('no shape lets a random secret through (each leaking shape is named)', () => {
     fc.assert(
       fc.property(secret, (value) => {
         const leaked = SECRET_SHAPES.filter(([, plant]) =>
+          exportedText(
+            record((span) => {
+              plant(span, value);
+            }),
+          ).includes(value),
+        ).map(([shape]) => shape);
+        expect(leaked).toEqual([]);
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it(`no numeric shape lets a numeric secret through (${NUMERIC_SHAPES.length} shapes, each leaking one named)`, () => {
+    fc.assert(
+      fc.property(digits, (value) => {
+        const leaked = NUMERIC_SHAPES.filter(([, plant]) =>
           exportedText(
             record((span) => {
               plant(span, value);
