@@ -463,7 +463,7 @@ describe('Redactor: any secret key in any form', () => {
       ['u:s3@localhost', 'u:REDACTED@localhost'],
       [':s3@redis:6379', ':REDACTED@redis:6379'],
       ['REDIS=:s3@redis:6379', 'REDIS=:REDACTED@redis:6379'],
-    ]) {
+    ] as const) {
       expect(redactor.text(sent)).toBe(shown);
     }
   });
