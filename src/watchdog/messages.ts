@@ -16,11 +16,17 @@ export const INSPECTOR_OPEN = 1;
  * loop idle). A block before that is start-up's (module loading) and spends none of the block budget.
  */
 export const STARTED = 2;
-export const HEARTBEAT_SLOTS = 3;
+/**
+ * Byte offset, in the heartbeat buffer, of the epoch µs of the last beat (a `BigInt64Array` slot):
+ * a block is measured from the beat, not from when a starved watchdog thread got to see it.
+ */
+export const BEAT_TIME_OFFSET = 16;
+/** Bytes of the heartbeat buffer: the Int32 slots, then the beat's time. */
+export const HEARTBEAT_BYTES = BEAT_TIME_OFFSET + BigInt64Array.BYTES_PER_ELEMENT;
 
 /** What the watchdog thread is started with. */
 export interface WatchdogWorkerData {
-  /** Int32 slots: {@link BEAT}, {@link INSPECTOR_OPEN} and {@link STARTED}. */
+  /** Int32 slots: {@link BEAT}, {@link INSPECTOR_OPEN} and {@link STARTED}; the beat's time at {@link BEAT_TIME_OFFSET}. */
   readonly heartbeat: SharedArrayBuffer;
   readonly thresholdMs: number;
   readonly pollMs: number;

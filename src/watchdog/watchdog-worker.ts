@@ -10,7 +10,7 @@
  * Nothing heavy is loaded until a block is reported: a healthy service pays for a timer here and
  * one on the main thread.
  */
-import { readFileSync, writeSync } from 'node:fs';
+import { readdirSync, readFileSync, writeSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { Link, Tracer } from '@opentelemetry/api';
@@ -20,6 +20,7 @@ import type { HealthView, ProbeServer } from '../probe/index.js';
 import { describeFrame, framesOf, SourceMapper, stackText, topUserFrame, type BlockedFrame, type InspectorCallFrame } from './frames.js';
 import {
   BEAT,
+  BEAT_TIME_OFFSET,
   INSPECTOR_OPEN,
   STARTED,
   type FromWatchdog,
@@ -29,7 +30,8 @@ import {
 } from './messages.js';
 
 const config = workerData as WatchdogWorkerData;
-const beats = new Int32Array(config.heartbeat);
+const beats = new Int32Array(config.heartbeat, 0, BEAT_TIME_OFFSET / Int32Array.BYTES_PER_ELEMENT);
+const beatTime = new BigInt64Array(config.heartbeat, BEAT_TIME_OFFSET, 1);
 const sourceMapper = config.sourceMaps ? new SourceMapper() : undefined;
 
 /** What the inspector found: the frames, and the trace active on the main thread then. */
@@ -39,8 +41,10 @@ interface Capture {
 }
 
 interface Block {
-  /** Monotonic ms (this thread's clock) of the last heartbeat seen. */
+  /** Monotonic ms (this thread's clock) of the last heartbeat: where the block began. */
   readonly since: number;
+  /** Monotonic ms this thread saw that heartbeat: its starvation is measured from there. */
+  readonly seenSince: number;
   /** Epoch ms of the same instant. */
   readonly startedAt: number;
   /** Whether this block is reported (rate limit), and what was exported when it was detected. */
@@ -74,18 +78,49 @@ interface Schedule {
   readonly waitMs: number;
 }
 
-const MAIN_SCHEDSTAT = `/proc/${String(process.pid)}/task/${String(process.pid)}/schedstat`;
+const TASKS = `/proc/${String(process.pid)}/task`;
+const MAIN_SCHEDSTAT = `${TASKS}/${String(process.pid)}/schedstat`;
 let schedstat = true;
+
+function schedule(path: string): Schedule {
+  const [cpu, wait] = readFileSync(path, 'latin1').split(' ');
+  return { cpuMs: Number(cpu) / 1e6, waitMs: Number(wait) / 1e6 };
+}
 
 function mainThreadSchedule(): Schedule | undefined {
   if (!schedstat) return undefined;
   try {
-    const [cpu, wait] = readFileSync(MAIN_SCHEDSTAT, 'latin1').split(' ');
-    return { cpuMs: Number(cpu) / 1e6, waitMs: Number(wait) / 1e6 };
+    return schedule(MAIN_SCHEDSTAT);
   } catch {
     schedstat = false; // not Linux, or a kernel without scheduler statistics: this thread's lateness alone tells
     return undefined;
   }
+}
+
+/**
+ * The schedstat files of V8's platform threads, which a garbage collection on the main thread hands
+ * work to and waits for: while they wait for a CPU, so does the main thread's collection, asleep
+ * (not in the run queue itself). Found once: Node starts them with the process.
+ */
+const helperStats = ((): string[] => {
+  try {
+    return readdirSync(TASKS)
+      .filter((task) => readFileSync(`${TASKS}/${task}/comm`, 'latin1').trim() === 'V8Worker')
+      .map((task) => `${TASKS}/${task}/schedstat`);
+  } catch {
+    return [];
+  }
+})();
+
+/** Each helper's wait for a CPU so far, in ms (0 for one gone). */
+function helperWaits(): number[] {
+  return helperStats.map((path) => {
+    try {
+      return schedule(path).waitMs;
+    } catch {
+      return 0;
+    }
+  });
 }
 
 /** CPU this thread used, in ms (Node 23.9+; 0 before, when its own lateness counts whole). */
@@ -95,21 +130,27 @@ function ownCpuMs(): number {
 }
 
 let seen = Atomics.load(beats, BEAT);
+/** When this thread saw the last heartbeat: the stall's counters are marked then. */
 let lastBeat = performance.now();
+/** When the main thread beat last, on this thread's clock: a starved check sees a beat late. */
+let beatAt = lastBeat;
 let block: Block | undefined;
 let lastReport = Number.NEGATIVE_INFINITY;
 /** Start-up's block was reported: a second one during start-up spends the budget. */
 let startupReported = false;
 
 /**
- * Ms the process could not run, summed over this thread's checks: in each, the longer of this
+ * Ms the process could not run, summed over this thread's checks: in each, the longest of this
  * thread's own lateness beyond its own work (all of a stopped process, SIGSTOP or a paused VM, or
- * one throttled at its CPU limit, is late) and the main thread's wait for a CPU (the kernel counts it).
+ * one throttled at its CPU limit, is late), the main thread's wait for a CPU (the kernel counts
+ * it) and that of a GC helper the main thread may be waiting for. Never more than the time the
+ * main thread was not seen running: see `stall`.
  */
 let deniedMs = 0;
 let lastCheck = performance.now();
 let lastOwnCpu = ownCpuMs();
 let lastMain = mainThreadSchedule();
+let lastHelpers = helperWaits();
 /** The counters at the last heartbeat seen: a stall is measured from there. */
 let mark = { deniedMs, main: lastMain };
 
@@ -134,7 +175,11 @@ function check(): void {
   const main = mainThreadSchedule();
   const late = now - lastCheck - config.pollMs - (cpu - lastOwnCpu);
   const mainWait = main === undefined || lastMain === undefined ? 0 : main.waitMs - lastMain.waitMs;
-  deniedMs += Math.max(0, late, mainWait);
+  const helpers = helperWaits();
+  const helperWait = Math.max(0, ...helpers.map((wait, i) => wait - (lastHelpers[i] ?? wait)));
+  lastHelpers = helpers;
+  deniedMs += Math.max(0, late, mainWait, helperWait);
+  const previousCheck = lastCheck;
   lastCheck = now;
   lastOwnCpu = cpu;
   lastMain = main;
@@ -147,6 +192,9 @@ function check(): void {
     else if (wallMs >= config.thresholdMs && wallMs - starvedMs < config.thresholdMs)
       tell({ type: 'starved', stalledMs: wallMs, starvedMs, mainThreadCpuMs: mainCpuMs, startedAt: Date.now() - wallMs });
     block = undefined;
+    // The beat came after the previous check (that one saw the old count): a clock that differs
+    // between the threads cannot put it outside.
+    beatAt = Math.min(now, Math.max(previousCheck, Number(Atomics.load(beatTime, 0)) / 1_000 - performance.timeOrigin));
     lastBeat = now;
     mark = { deniedMs, main };
     return;
@@ -163,8 +211,17 @@ function check(): void {
     const reported = startupReport || now - lastReport >= config.minReportIntervalMs;
     if (startupReport) startupReported = true;
     else if (reported) lastReport = now;
-    const startedAt = Date.now() - wallMs;
-    block = { since: lastBeat, startedAt, startup, starvedMs, report: reported ? detected(startedAt, wallMs, startup) : undefined };
+    // Measured from the beat: the app's own clock around the block agrees.
+    const blockedMs = now - beatAt;
+    const startedAt = Date.now() - blockedMs;
+    block = {
+      since: beatAt,
+      seenSince: lastBeat,
+      startedAt,
+      startup,
+      starvedMs,
+      report: reported ? detected(startedAt, blockedMs, startup) : undefined,
+    };
   }
 }
 
@@ -194,8 +251,14 @@ async function detected(startedAt: number, blockedMs: number, startup: boolean):
   return { first: firstCapture, landed, wait, unread, native, detectionSpan };
 }
 
+/** The loop's own time in a block so far: what fails probes, not the time the process was denied CPU. */
+function ownMs(current: Block, now: number): number {
+  return now - current.seenSince - current.starvedMs;
+}
+
 function ended(current: Block, now: number): void {
   const blockedMs = now - current.since;
+  const failedProbes = failsProbes(ownMs(current, now));
   const report = current.report;
   if (report === undefined) {
     tell({
@@ -206,16 +269,16 @@ function ended(current: Block, now: number): void {
       native: false,
       reported: false,
       startup: current.startup,
-      failedProbes: failsProbes(blockedMs - current.starvedMs),
+      failedProbes,
     });
     return;
   }
   void report
     .then(async ({ first, landed, wait, unread, native, detectionSpan }) => {
       // Outside JavaScript, the pause lands as soon as JavaScript runs again: in the caller of the native call.
-      const capture = first ?? (await Promise.race([landed, sleep(config.captureTimeoutMs).then(() => undefined)]));
+      const capture = first ?? (await Promise.race([landed, runnableFor(config.captureTimeoutMs).then(() => undefined)]));
       // The main thread's verdict links to the span exported at detection, when that export is done.
-      const span = await Promise.race([detectionSpan, sleep(config.captureTimeoutMs).then(() => undefined)]);
+      const span = await Promise.race([detectionSpan, runnableFor(config.captureTimeoutMs).then(() => undefined)]);
       tell({
         type: 'block',
         blockedMs,
@@ -224,7 +287,7 @@ function ended(current: Block, now: number): void {
         native,
         reported: true,
         startup: current.startup,
-        failedProbes: failsProbes(blockedMs - current.starvedMs),
+        failedProbes,
         ...(wait === undefined ? {} : { wait }),
         ...(span === undefined ? {} : { span: { traceId: span.traceId, spanId: span.spanId } }),
       });
@@ -324,9 +387,9 @@ const mirroredHealth: HealthView = {
     if (current === undefined || probe === 'startup') return published;
     // A shorter block changes no answer: the catalog would have answered 200 late, not 503. Nor
     // does the time the process was starved of CPU: a restart would not give it any.
-    const blockedMs = performance.now() - current.since;
-    if (!failsProbes(blockedMs - current.starvedMs)) return published;
-    return blockedStatus(published, blockedMs, current.frames);
+    const now = performance.now();
+    if (!failsProbes(ownMs(current, now))) return published;
+    return blockedStatus(published, now - current.since, current.frames);
   },
   async diagnose() {
     const { EventLoopBlockedError } = await import('../probe/index.js');
@@ -414,7 +477,7 @@ function capture(): { first: Promise<Capture | undefined>; landed: Promise<Captu
     },
     () => undefined,
   );
-  return { first: Promise.race([landed, sleep(config.captureTimeoutMs).then(() => undefined)]), landed };
+  return { first: Promise.race([landed, runnableFor(config.captureTimeoutMs).then(() => undefined)]), landed };
 }
 
 /** The span active on the main thread where it is paused, read from the hook the main thread left. */
@@ -428,7 +491,7 @@ async function activeSpan(session: Session, callFrameId: string | undefined): Pr
         returnByValue: true,
         silent: true,
       }),
-      sleep(200).then(() => undefined),
+      runnableFor(200).then(() => undefined),
     ]);
     const value: unknown = evaluated?.result.value;
     if (typeof value !== 'string') return undefined;
@@ -572,6 +635,23 @@ function log(message: string): void {
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * Resolves once the process could have run for `ms`: time it was denied CPU (the counters of
+ * `check`) does not count, so a loaded machine that hands the main thread a tenth of a core gets
+ * as long to pause it as an idle one. At most ten times `ms` of wall time: bounded however starved.
+ */
+function runnableFor(ms: number): Promise<void> {
+  const start = performance.now();
+  const denied = deniedMs;
+  return new Promise((resolve) => {
+    const poll = setInterval(
+      () => {
+        const wallMs = performance.now() - start;
+        if (wallMs - (deniedMs - denied) < ms && wallMs < 10 * ms) return;
+        clearInterval(poll);
+        resolve();
+      },
+      Math.min(ms, config.pollMs),
+    );
+  });
 }

@@ -13,7 +13,8 @@ import { startProbeServer, type ProbeServer } from '../probe/index.js';
 import { describeFrame, topUserFrame, type BlockedFrame } from './frames.js';
 import {
   BEAT,
-  HEARTBEAT_SLOTS,
+  BEAT_TIME_OFFSET,
+  HEARTBEAT_BYTES,
   INSPECTOR_OPEN,
   STARTED,
   type BlockMessage,
@@ -148,8 +149,9 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   }
   // A beat every quarter threshold (at most 250 ms): a block is seen within 1¼ thresholds.
   const periodMs = Math.max(5, Math.min(250, thresholdMs / 4));
-  const heartbeat = new SharedArrayBuffer(HEARTBEAT_SLOTS * Int32Array.BYTES_PER_ELEMENT);
-  const beats = new Int32Array(heartbeat);
+  const heartbeat = new SharedArrayBuffer(HEARTBEAT_BYTES);
+  const beats = new Int32Array(heartbeat, 0, BEAT_TIME_OFFSET / Int32Array.BYTES_PER_ELEMENT);
+  const beatTime = new BigInt64Array(heartbeat, BEAT_TIME_OFFSET, 1);
   let served: Health | undefined;
   let stopPublishing: (() => void) | undefined;
   const published = new Map<ProbeKind, HealthStatus>();
@@ -170,6 +172,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   subscribe(REQUEST_START, started);
   let loop = performance.eventLoopUtilization();
   const beat = setInterval(() => {
+    Atomics.store(beatTime, 0, BigInt(Math.round((performance.timeOrigin + performance.now()) * 1_000)));
     Atomics.add(beats, BEAT, 1);
     noteInspector();
     if (startingUp) {

@@ -11,6 +11,10 @@ import { startService, type ChildService } from '../support/service.js';
 // Services under register mode that block their own event loop, exporting to a real OTLP receiver.
 const THRESHOLD_MS = 300;
 const BLOCK_MS = 1_500;
+// Bounds for what a service does under two CPU burners per core, where it gets a fraction of one:
+// starting up, burning a block's CPU, exporting its spans. Waits end on the event, these only bound them.
+const EVENT_MS = 45_000;
+const TEST_MS = 2 * EVENT_MS;
 const cleanup: (() => Promise<unknown> | undefined)[] = [];
 afterEach(async () => {
   for (const fn of cleanup.splice(0).reverse()) await fn();
@@ -51,10 +55,10 @@ async function blockingService(
     app,
     blocks,
     waitFor: async (n, what) =>
-      (await receiver.waitFor(() => blocks().filter(what).length >= n, 15_000)).filter((s) => s.name === 'event loop blocked' && what(s)),
+      (await receiver.waitFor(() => blocks().filter(what).length >= n, EVENT_MS)).filter((s) => s.name === 'event loop blocked' && what(s)),
     verdicts: () => receiver.spans.filter((s) => s.name.startsWith('health verdict')),
     verdict: async () =>
-      (await receiver.waitFor((spans) => spans.some((s) => s.name.startsWith('health verdict')), 15_000)).find((s) =>
+      (await receiver.waitFor((spans) => spans.some((s) => s.name.startsWith('health verdict')), EVENT_MS)).find((s) =>
         s.name.startsWith('health verdict'),
       ),
   };
@@ -85,14 +89,16 @@ describe('a healthy loop under load', { timeout: LOAD_MS + 30_000 }, () => {
     console.log(
       `healthy load ${String(LOAD_MS / 1_000)} s: ${String(result.requests)} requests, ${String(result.majorGcs)} major GCs (longest pause ${String(result.maxGcMs)} ms), worst event-loop delay ${String(result.maxDelayMs)} ms, ${String(blocks().length)} blocks reported`,
     );
-    expect(result.requests).toBeGreaterThan(LOAD_MS / 10);
+    // Load that ran throughout (a request a second even when the machine hands it a sliver of a
+    // core), not a throughput: the claim is that none of it was reported.
+    expect(result.requests).toBeGreaterThanOrEqual(LOAD_MS / 1_000);
     expect(result.majorGcs).toBeGreaterThan(0);
     expect(blocks()).toEqual([]);
     expect(app.stdout()).not.toContain('event loop blocked');
   });
 });
 
-describe('a blocked event loop explains itself: the watchdog thread exports the blocked stack', () => {
+describe('a blocked event loop explains itself: the watchdog thread exports the blocked stack', { timeout: TEST_MS }, () => {
   it.each([
     ['busy', 'a synchronous loop', 'crunchReport'],
     ['regex', 'a catastrophic regular expression', 'matchHeader'],
@@ -125,7 +131,7 @@ describe('a blocked event loop explains itself: the watchdog thread exports the 
       expect(ended?.links.map((l) => l.spanId)).toContain(detected?.spanId);
       // And the main thread says it once the loop runs again.
       const said = new RegExp(`"msg":"lifeline: event loop blocked for \\d+\\.\\d s in ${fn} `);
-      const until = Date.now() + 5_000;
+      const until = Date.now() + EVENT_MS;
       while (!said.test(app.stdout()) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
       expect(app.stdout()).toMatch(said);
       // Far shorter than two intervals (15 s each): no probe failed, so there is no verdict to record.
@@ -220,7 +226,7 @@ describe('a blocked event loop explains itself: the watchdog thread exports the 
       BLOCK_EVERY_MS: '1500',
     });
     await waitFor(1, whole);
-    const until = Date.now() + 10_000;
+    const until = Date.now() + EVENT_MS;
     while (
       app
         .stdout()
@@ -250,10 +256,13 @@ describe('a blocked event loop explains itself: the watchdog thread exports the 
   });
 });
 
-describe('probes that still answer: the watchdog thread serves them', () => {
+describe('probes that still answer: the watchdog thread serves them', { timeout: TEST_MS }, () => {
   it('a loop blocked past two intervals: /live and /ready answer 503 with where; /startup 200; the CLI says it; 200 again after; a shorter block fails no probe', async () => {
     const port = await freePort();
-    const INTERVAL_MS = 2_000;
+    // Probes fail after two intervals of the loop's own time (2 s): its 0.3 s threshold is 1.7 s of
+    // CPU before that, and a block of 6 s of CPU leaves 4 s for the probes and the CLI to see it
+    // failing, however slowly a loaded machine hands CPU out.
+    const INTERVAL_MS = 1_000;
     const {
       app,
       waitFor,
@@ -272,12 +281,12 @@ describe('probes that still answer: the watchdog thread serves them', () => {
         body: (await res.json()) as { unhealthy: string[]; eventLoop?: { blockedMs: number; blockedIn?: string; frames?: string[] } },
       };
     };
-    // Reported at the threshold (300 ms), seconds before the catalog's own check would fail (4 s):
+    // Reported at the threshold (300 ms), well before the catalog's own check would fail (2 s):
     // the probes still answer as the catalog would have, 200.
     await waitFor(1, ongoing);
     let live = await get('live');
     expect(live).toEqual({ status: 200, body: { status: 'pass', healthy: ['healthcheck'], unhealthy: [] } });
-    const until = Date.now() + 10_000;
+    const until = Date.now() + EVENT_MS;
     // 503 from two intervals on, with the frames the inspector read at the threshold.
     // Paced like a prober: the probe server's request budget cuts off a client that floods it.
     const poll = async () => {
@@ -297,8 +306,8 @@ describe('probes that still answer: the watchdog thread serves them', () => {
     });
     expect(cli.code).toBe(1);
     expect(cli.stdout).toMatch(new RegExp(`event loop blocked for \\d+\\.\\d s in crunchReport \\(${MJS.replace(/[.]/g, '\\.')}:\\d+\\)`));
-    while (!app.stdout().includes('"traceId"') && Date.now() < until + 5_000) await new Promise((resolve) => setTimeout(resolve, 50));
-    const after = Date.now() + 2_000;
+    while (!app.stdout().includes('"traceId"') && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+    const after = Date.now() + EVENT_MS;
     while (live.status !== 200 && Date.now() < after) live = await poll();
     expect(live).toEqual({ status: 200, body: { status: 'pass', healthy: ['healthcheck'], unhealthy: [] } });
     // Back on the main thread, the verdict the probes gave meanwhile is recorded, linked to the watchdog's span.
