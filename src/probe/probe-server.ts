@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { invalidOption, MAX_TIMER_MS, numberOption } from '../errors/index.js';
@@ -52,11 +53,15 @@ export interface ProbeServerOptions {
   maxConnectionsPerAddress?: number;
   /**
    * Connections past `maxConnections` or `maxConnectionsPerAddress` that are still held and read:
-   * each is answered once (`connection: close`) or ended by `requestTimeoutMs`, and one that has sent
-   * nothing for 300 ms gives way to a newcomer when this is full. Holding silent clients (~3 KB of
-   * heap each) rather than closing them is what keeps clients that reconnect when cut from flooding
-   * the listen queue, where the kernel drops probes' connections. Only when all are talking or
-   * younger than 300 ms is a new connection closed at accept. Default 4 096.
+   * each may send one request of at most 4 KiB, which is answered once (`connection: close`); one
+   * that sends more, or pipelines, is cut off. Holding silent clients (~3 KB of heap each) rather
+   * than closing them is what keeps clients that reconnect when cut from flooding the listen queue,
+   * where the kernel drops probes' connections. When this is full, one that has sent nothing for
+   * 300 ms gives way to a newcomer; else one of the address holding the most of them does (its
+   * oldest silent one; the oldest if another address asks), so a flood from one address cannot
+   * lock others out. Only a newcomer of an address whose own are all talking is closed at accept.
+   * Default: a quarter of the files the process may open (Linux: its soft limit), at most 4 096,
+   * so held sockets leave the app its descriptors.
    */
   maxOverflowConnections?: number;
   /** Requests served on one connection: the last is answered with `connection: close`, a client that sends more is cut off. Default 100. */
@@ -122,7 +127,7 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
     debugDiagnostics = false,
     maxConnections = 64,
     maxConnectionsPerAddress = 16,
-    maxOverflowConnections = 4_096,
+    maxOverflowConnections = defaultMaxOverflow(),
     maxRequestsPerConnection = 100,
     maxUnsentBytes = 65_536,
     maxRequestsPerSecond = 1_000,
@@ -157,15 +162,14 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
       maxHeaderSize: MAX_HEADER_BYTES,
     },
     (req, res) => {
-      slots.answering(req.socket, res); // one past the caps is answered, then closed
       if (clients.admit(req, res)) answer(view, req, res, logFailure, debugDiagnostics ? logger : undefined, members);
     },
   );
   server.on('clientError', refuse);
   // Past a cap, a newcomer takes a silent connection's slot, or overflows (see ConnectionSlots).
   server.on('connection', (socket: Socket) => {
-    slots.accept(socket);
-    clients.accept(socket);
+    const held = slots.accept(socket);
+    if (held !== undefined) clients.accept(socket, held === 'overflow');
   });
 
   await new Promise<void>((resolve, reject) => {
@@ -394,6 +398,9 @@ interface AddressSlots {
   silent: Map<Socket, number>;
 }
 
+/** Where a new connection went: a slot, the overflow, or (closed at accept) nowhere. */
+type Held = 'slot' | 'overflow' | undefined;
+
 /**
  * Who holds the connection slots. A kubelet opens a fresh connection per probe and sends its
  * request at once; a slow client holds its slot until a timeout. One address holds at most its
@@ -402,7 +409,7 @@ interface AddressSlots {
  * sent nothing for longest, once that is older than {@link SILENT_GRACE_MS}; one that has sent part
  * of a request, or is idle between requests, is left to `requestTimeoutMs` and the keep-alive
  * timeout. When no slot can be taken the newcomer is not closed but overflows: it is read like any
- * (a probe among thousands of silent clients is answered, then closed) until the overflow is full.
+ * (a probe among thousands of silent clients is answered, then closed); see {@link Overflow}.
  * Closing newcomers, or the longest-waiting connection, at once is what failed probes: clients that
  * reconnect when cut then did so 8,000 to 33,000 times a second, the listen queue overflowed and
  * the kernel dropped probes' SYNs (a retransmit comes after 1 s, the kubelet's timeout). Held
@@ -411,24 +418,20 @@ interface AddressSlots {
 class ConnectionSlots {
   readonly #max: number;
   readonly #maxPerAddress: number;
-  readonly #maxOverflow: number;
   /** Connections holding a slot, and their address. */
   readonly #open = new Map<Socket, string>();
   /** Those of them that have sent nothing yet, oldest first. */
   readonly #silent = new Map<Socket, number>();
   readonly #addresses = new Map<string, AddressSlots>();
-  /** Connections past a cap: read, answered once, never kept alive. */
-  readonly #overflow = new Set<Socket>();
-  /** Those of them that have sent nothing yet, oldest first. */
-  readonly #overflowSilent = new Map<Socket, number>();
+  readonly #overflow: Overflow;
 
   constructor(max: number, maxPerAddress: number, maxOverflow: number) {
     this.#max = max;
     this.#maxPerAddress = maxPerAddress;
-    this.#maxOverflow = maxOverflow;
+    this.#overflow = new Overflow(maxOverflow);
   }
 
-  accept(socket: Socket): void {
+  accept(socket: Socket): Held {
     const now = performance.now();
     const address = addressKey(socket.remoteAddress);
     let own = this.#addresses.get(address);
@@ -440,10 +443,7 @@ class ConnectionSlots {
       const evicted = oldestSilent(full, now, (spoke) => {
         this.#spoke(spoke);
       });
-      if (evicted === undefined) {
-        this.#overflowing(socket, now);
-        return;
-      }
+      if (evicted === undefined) return this.#overflow.accept(socket, address, now) ? 'overflow' : undefined;
       this.#forget(evicted);
       evicted.destroy();
       own = this.#addresses.get(address);
@@ -459,31 +459,7 @@ class ConnectionSlots {
     socket.once('close', () => {
       this.#forget(socket);
     });
-  }
-
-  /** `res` is being answered on `socket`: an overflowing connection is closed after it. */
-  answering(socket: Socket, res: ServerResponse): void {
-    if (this.#overflow.has(socket)) res.shouldKeepAlive = false;
-  }
-
-  #overflowing(socket: Socket, now: number): void {
-    if (this.#overflow.size >= this.#maxOverflow) {
-      const evicted = oldestSilent(this.#overflowSilent, now, (spoke) => this.#overflowSilent.delete(spoke));
-      // Every connection is talking or too young to judge: the newcomer is the one to go.
-      if (evicted === undefined) {
-        socket.destroy();
-        return;
-      }
-      this.#overflow.delete(evicted);
-      this.#overflowSilent.delete(evicted);
-      evicted.destroy();
-    }
-    this.#overflow.add(socket);
-    this.#overflowSilent.set(socket, now);
-    socket.once('close', () => {
-      this.#overflow.delete(socket);
-      this.#overflowSilent.delete(socket);
-    });
+    return 'slot';
   }
 
   /** A slot holder has sent something: its slot is no longer for a newcomer to take. */
@@ -503,6 +479,132 @@ class ConnectionSlots {
     own.silent.delete(socket);
     if (--own.open === 0) this.#addresses.delete(address);
   }
+}
+
+/** One address's overflowing connections, oldest first. */
+interface AddressOverflow {
+  all: Set<Socket>;
+  /** Those that have sent nothing yet, by when they were accepted. */
+  silent: Map<Socket, number>;
+}
+
+/**
+ * Connections past the caps: read, answered once, never kept alive ({@link ClientLimits} lets each
+ * send one small request). When full, a newcomer takes the place of one that has sent nothing for
+ * {@link SILENT_GRACE_MS} (none of those is a probe); failing that, of the address holding the most
+ * (grace ignored): of another address if its own holds fewer, the oldest silent one else the
+ * oldest, or of its own, the oldest silent one. So an address holding none is never turned away,
+ * and one opening thousands of connections a second (or a mesh through which every client is
+ * 127.0.0.1) churns only its own while a kubelet's fresh connection, read as soon as it comes, is
+ * answered as plain node:http would answer it. Only a newcomer whose address holds the most and
+ * whose own are all talking is closed at accept.
+ */
+class Overflow {
+  readonly #max: number;
+  /** Every overflowing connection, and its address. */
+  readonly #address = new Map<Socket, string>();
+  /** Those that have sent nothing yet, oldest first. */
+  readonly #silent = new Map<Socket, number>();
+  readonly #byAddress = new Map<string, AddressOverflow>();
+  /** Addresses by how many they hold (index), to find the one holding the most at once. */
+  readonly #holding: Set<string>[] = [];
+  #most = 0;
+
+  constructor(max: number) {
+    this.#max = max;
+  }
+
+  /** Holds `socket` (from `address`), making room if full; false when it was closed instead. */
+  accept(socket: Socket, address: string, now: number): boolean {
+    if (this.#address.size >= this.#max) {
+      const evicted = oldestSilent(this.#silent, now, (spoke) => this.#silent.delete(spoke)) ?? this.#heaviestGiving(address);
+      if (evicted === undefined) {
+        socket.destroy();
+        return false;
+      }
+      this.#forget(evicted);
+      evicted.destroy();
+    }
+    let own = this.#byAddress.get(address);
+    if (own === undefined) {
+      own = { all: new Set(), silent: new Map() };
+      this.#byAddress.set(address, own);
+    }
+    this.#recount(address, own.all.size, own.all.size + 1);
+    own.all.add(socket);
+    own.silent.set(socket, now);
+    this.#address.set(socket, address);
+    this.#silent.set(socket, now);
+    socket.once('close', () => {
+      this.#forget(socket);
+    });
+    return true;
+  }
+
+  /** The connection to give way to a newcomer of `address` when none is silent past the grace. */
+  #heaviestGiving(address: string): Socket | undefined {
+    const mine = this.#byAddress.get(address)?.all.size ?? 0;
+    const own = mine >= this.#most;
+    const from = own ? address : this.#holding[this.#most]?.values().next().value;
+    const entries = from === undefined ? undefined : this.#byAddress.get(from);
+    if (entries === undefined) return undefined;
+    for (const socket of entries.silent.keys()) {
+      if (socket.bytesRead === 0) return socket;
+      entries.silent.delete(socket); // bytes sent are never unsent
+    }
+    return own ? undefined : entries.all.values().next().value;
+  }
+
+  #forget(socket: Socket): void {
+    const address = this.#address.get(socket);
+    if (address === undefined) return;
+    this.#address.delete(socket);
+    this.#silent.delete(socket);
+    const own = this.#byAddress.get(address);
+    if (own === undefined) return;
+    own.silent.delete(socket);
+    own.all.delete(socket);
+    this.#recount(address, own.all.size + 1, own.all.size);
+    if (own.all.size === 0) this.#byAddress.delete(address);
+  }
+
+  /** `address` went from holding `from` to `to` (one more or one fewer). */
+  #recount(address: string, from: number, to: number): void {
+    if (from > 0) this.#holding[from]?.delete(address);
+    if (to > 0) (this.#holding[to] ??= new Set()).add(address);
+    if (to > this.#most) this.#most = to;
+    while (this.#most > 0 && (this.#holding[this.#most]?.size ?? 0) === 0) this.#most--;
+  }
+}
+
+/** Most overflowing connections by default, whatever the process may open. */
+const MAX_DEFAULT_OVERFLOW = 4_096;
+
+let openFilesLimit: number | undefined;
+
+/**
+ * A quarter of the files this process may open, at most {@link MAX_DEFAULT_OVERFLOW}: descriptors
+ * held past the limit make the app's own accepts, calls and file opens fail with EMFILE (ECS long
+ * had a hard limit of 4,096). Node raises the soft limit to the hard one at start-up, so the soft
+ * limit read from `/proc/self/limits` (once: `process.report` would walk every handle) is the one
+ * in force. Where it cannot be read (not Linux), 1,024 is assumed, a common small limit.
+ */
+function defaultMaxOverflow(): number {
+  openFilesLimit ??= softOpenFiles() ?? 1_024;
+  return Math.min(MAX_DEFAULT_OVERFLOW, Math.floor(openFilesLimit / 4));
+}
+
+function softOpenFiles(): number | undefined {
+  let limits: string;
+  try {
+    limits = readFileSync('/proc/self/limits', 'latin1');
+  } catch {
+    return undefined;
+  }
+  const soft = /^Max open files\s+(\S+)/m.exec(limits)?.[1];
+  if (soft === 'unlimited') return Infinity;
+  const files = Number(soft);
+  return Number.isSafeInteger(files) && files > 0 ? files : undefined;
 }
 
 /**
@@ -544,7 +646,19 @@ function addressKey(address: string | undefined): string {
 /** Bytes of a response head, counted with its body as unsent until Node hands both to the kernel. */
 const HEAD_BYTES = 160;
 
+/**
+ * What an overflowing connection may send: one probe request. A kubelet's is ~150 bytes; the rest is
+ * room for headers a mesh adds. Held at most this (not 8 KiB of trickled headers and 64 KiB of
+ * queued answers) per overflowing connection, thousands of them fit the watchdog thread's heap.
+ */
+const OVERFLOW_REQUEST_BYTES = 4_096;
+
 interface Client {
+  /** Requests it may send: `maxRequestsPerConnection`, or 1 when it overflows. */
+  maxRequests: number;
+  /** Bytes it may send (an overflowing connection's one request), and those it sent. */
+  maxBytes: number;
+  read: number;
   requests: number;
   /** Requests seen in what it sent, before Node parses them (ends of a request head counted). */
   sent: number;
@@ -577,14 +691,22 @@ class ClientLimits {
    * loaded machine. A read that holds more requests than the client may still send is therefore
    * dropped unparsed and the client cut off; a probe sends one request, so it never comes near.
    */
-  accept(socket: Socket): void {
-    const client: Client = { requests: 0, sent: 0, unsent: 0 };
+  accept(socket: Socket, overflowing: boolean): void {
+    const client: Client = {
+      maxRequests: overflowing ? 1 : this.#maxRequests,
+      maxBytes: overflowing ? OVERFLOW_REQUEST_BYTES : Infinity,
+      read: 0,
+      requests: 0,
+      sent: 0,
+      unsent: 0,
+    };
     ClientLimits.#clients.set(socket, client);
     // A 'data' listener makes Node feed its parser from the socket's reads in JavaScript, after
     // listeners put before its own.
     socket.prependListener('data', (chunk: Buffer) => {
-      client.sent = requestEnds(chunk, client.sent, this.#maxRequests);
-      if (client.sent > this.#maxRequests) unparsed(socket);
+      client.read += chunk.length;
+      client.sent = requestEnds(chunk, client.sent, client.maxRequests);
+      if (client.sent > client.maxRequests || client.read > client.maxBytes) unparsed(socket);
     });
   }
 
@@ -598,12 +720,13 @@ class ClientLimits {
     client.requests++;
     // Kernel-accepted bytes are the client's to read; what is still in Node (the socket's buffer and
     // queued pipelined answers) is memory this process holds for it.
-    if (client.requests > this.#maxRequests || client.unsent + socket.writableLength > this.#maxUnsent) {
+    if (client.requests > client.maxRequests || client.unsent + socket.writableLength > this.#maxUnsent) {
       socket.destroy();
       return false;
     }
     // The last one tells a well-behaved client to reconnect; Node closes the socket after it.
-    if (client.requests === this.#maxRequests) res.shouldKeepAlive = false;
+    // An overflowing connection's one request is its last.
+    if (client.requests === client.maxRequests) res.shouldKeepAlive = false;
     this.#budget.take(socket);
     return true;
   }

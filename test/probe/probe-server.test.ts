@@ -320,20 +320,58 @@ describe('probe server (README: API)', () => {
     expect(other.socket.destroyed).toBe(false);
   });
 
-  it('past the caps a new connection overflows: read and answered once with connection: close; closed at accept only when the overflow is full of young or talking ones', async () => {
+  it('past the caps a new connection overflows: read and answered once with connection: close; when full, a silent one of the address holding the most gives way', async () => {
     const { server } = await serve({ maxConnections: 1, maxOverflowConnections: 1 });
     const holder = await hold(server.port);
     holder.socket.write('GET /live HTTP/1.1\r\n'); // has spoken: keeps its slot
     const overflowing = await hold(server.port);
-    // The overflow holds one, too young to judge: a newcomer is refused.
-    expect(await probe(server.port)).toBe('');
-    expect(overflowing.socket.destroyed).toBe(false);
-    await new Promise((resolve) => setTimeout(resolve, SILENT_GRACE_MS));
-    // Silent for 300 ms, it gives way; the newcomer is answered and not kept alive.
+    // The overflow holds one of this address, silent: even that young, it gives way to the newcomer
+    // of its own address, which is answered and not kept alive.
     const { answer } = await rawExchange(server.port, 'GET /live HTTP/1.1\r\nHost: x\r\n\r\n', { timeoutMs: 2_000 });
     expect(answer).toMatch(/^HTTP\/1\.1 200 /);
     expect(answer).toMatch(/connection: close/i);
     await overflowing.closed;
+    expect(holder.socket.destroyed).toBe(false);
+  });
+
+  it('a full overflow turns away a newcomer only if its own address holds the most and all its own are talking; another address takes their place', async () => {
+    const { server } = await serve({ maxConnections: 1, maxOverflowConnections: 2 });
+    const holder = await hold(server.port);
+    holder.socket.write('GET /live HTTP/1.1\r\n');
+    // Two overflowing connections of 127.0.0.1, each part-way through a request.
+    const talking = [await hold(server.port), await hold(server.port)];
+    for (const { socket } of talking) socket.write('GET /live HTTP/1.1\r\n');
+    await new Promise((resolve) => setTimeout(resolve, 50)); // read by the server
+    expect(await probe(server.port)).toBe('');
+    // 127.0.0.2 holds none: the oldest of the address holding the most gives way, talking or not.
+    expect(await probe(server.port, '127.0.0.2')).toMatch(/^HTTP\/1\.1 200 /);
+    await talking[0]?.closed;
+    expect(talking[1]?.socket.destroyed).toBe(false);
+    expect(holder.socket.destroyed).toBe(false);
+  });
+
+  it('an overflowing connection may send one request of at most 4 KiB: one that pipelines or trickles headers past it is cut off at once', async () => {
+    const { server } = await serve({ maxConnections: 1, maxOverflowConnections: 4 });
+    const holder = await hold(server.port);
+    holder.socket.write('GET /live HTTP/1.1\r\n');
+    // Two requests in one read: dropped unparsed, neither answered.
+    const pipelined = await rawExchange(server.port, 'GET /live HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(2), { timeoutMs: 2_000 });
+    expect(pipelined.closed).toBe(true);
+    expect(pipelined.answer).toBe('');
+    // Headers trickled past 4 KiB: cut off then, not held for requestTimeoutMs (5 s).
+    const trickler = await hold(server.port);
+    trickler.socket.write('GET /live HTTP/1.1\r\nHost: x\r\n');
+    const started = performance.now();
+    const line = `x-pad: ${'a'.repeat(1_000)}\r\n`;
+    const trickle = setInterval(() => trickler.socket.write(line), 20);
+    cleanup.push(() => {
+      clearInterval(trickle);
+    });
+    await trickler.closed;
+    clearInterval(trickle);
+    expect(performance.now() - started).toBeLessThan(2_000);
+    // A probe's request still fits: answered once.
+    expect(await probe(server.port)).toMatch(/^HTTP\/1\.1 200 /);
     expect(holder.socket.destroyed).toBe(false);
   });
 

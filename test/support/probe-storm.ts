@@ -18,6 +18,8 @@ export interface StormResult {
   connectsPerSecond: number;
   /** What the server's heap (and external memory) grew by, after a GC, once every attacker had connected. */
   heapGrowthBytes: number;
+  /** Amid the flood: files the server's process could still open (of 64), the error if not, descriptors it held. */
+  files: { opened: number; error?: string; descriptors: number };
 }
 
 export interface StormShape {
@@ -62,12 +64,19 @@ export function probeOnce(port: number, timeoutMs: number, from = '127.0.0.1'): 
   });
 }
 
-function child(script: string, args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
-  return spawn(process.execPath, ['--expose-gc', new URL(script, FIXTURES).pathname, ...args], {
-    cwd: ROOT,
-    env,
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
+/** How the probe server's process is started. */
+export interface StormServer {
+  /** Options of startProbeServer besides the defaults (lifeline only). */
+  limits?: Record<string, number>;
+  /** Its open-files limit (soft and hard), as `ulimit -n` sets it. */
+  openFiles?: number;
+}
+
+function child(script: string, args: string[], env: NodeJS.ProcessEnv = process.env, openFiles?: number): ChildProcess {
+  const argv = ['--expose-gc', new URL(script, FIXTURES).pathname, ...args];
+  const options = { cwd: ROOT, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] as ('ignore' | 'inherit' | 'ipc')[] };
+  if (openFiles === undefined) return spawn(process.execPath, argv, options);
+  return spawn('/bin/sh', ['-c', `ulimit -n ${String(openFiles)} && exec "$0" "$@"`, process.execPath, ...argv], options);
 }
 
 function message<T>(from: ChildProcess): Promise<T> {
@@ -88,8 +97,13 @@ function message<T>(from: ChildProcess): Promise<T> {
  * clients (in another) flood it. Probes are sent on schedule, not one after another, so a slow one
  * does not thin out the rest.
  */
-export async function probesUnderSilentFlood(kind: 'lifeline' | 'plain', shape: StormShape): Promise<StormResult> {
-  const server = child('probe-target.mjs', [], { ...process.env, KIND: kind });
+export async function probesUnderSilentFlood(
+  kind: 'lifeline' | 'plain',
+  shape: StormShape,
+  serving: StormServer = {},
+): Promise<StormResult> {
+  const env = { ...process.env, KIND: kind, LIMITS: JSON.stringify(serving.limits ?? {}) };
+  const server = child('probe-target.mjs', [], env, serving.openFiles);
   let attack: ChildProcess | undefined;
   try {
     const { port } = await message<{ port: number }>(server);
@@ -102,6 +116,9 @@ export async function probesUnderSilentFlood(kind: 'lifeline' | 'plain', shape: 
     attack = child('silent-clients.mjs', [String(port), String(shape.clients), String(shape.addresses)]);
     await message(attack); // every silent client has connected once
     const heapGrowthBytes = (await heap()) - before;
+    const filesReply = message<StormResult['files']>(server);
+    server.send('files');
+    const files = await filesReply;
     const started = performance.now();
     const count = Math.floor(shape.ms / shape.periodMs);
     const results = await Promise.all(
@@ -122,6 +139,7 @@ export async function probesUnderSilentFlood(kind: 'lifeline' | 'plain', shape: 
       worstMs: Math.max(0, ...answered),
       connectsPerSecond: Math.max(0, connects - shape.clients) / seconds,
       heapGrowthBytes,
+      files,
     };
   } finally {
     attack?.kill();
