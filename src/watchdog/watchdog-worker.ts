@@ -43,8 +43,6 @@ interface Capture {
 interface Block {
   /** Monotonic ms (this thread's clock) of the last heartbeat: where the block began. */
   readonly since: number;
-  /** Monotonic ms this thread saw that heartbeat: its starvation is measured from there. */
-  readonly seenSince: number;
   /** Epoch ms of the same instant. */
   readonly startedAt: number;
   /** Whether this block is reported (rate limit), and what was exported when it was detected. */
@@ -55,6 +53,12 @@ interface Block {
   frames?: readonly BlockedFrame[] | undefined;
   /** How much of it, so far, the process was starved of CPU: not the loop's doing, no probe fails for it. */
   starvedMs: number;
+  /**
+   * The loop's own time in it at the last check: what fails probes. Read between checks as
+   * wall time less the starvation counted so far, it would grow with starved time, then fall
+   * back at the next check: probes would flap 503, 200, 503.
+   */
+  ownMs: number;
 }
 
 interface Reported {
@@ -185,6 +189,10 @@ function check(): void {
   lastMain = main;
   const current = Atomics.load(beats, BEAT);
   const { wallMs, starvedMs, mainCpuMs } = stall(now, main);
+  if (block !== undefined) {
+    block.starvedMs = starvedMs;
+    block.ownMs = wallMs - starvedMs;
+  }
   if (current !== seen) {
     seen = current;
     if (block !== undefined) ended(block, now);
@@ -199,10 +207,7 @@ function check(): void {
     mark = { deniedMs, main };
     return;
   }
-  if (block !== undefined) {
-    block.starvedMs = starvedMs;
-    return;
-  }
+  if (block !== undefined) return;
   // Blocked once the loop's own time in the stall reaches the threshold: starved time does not count.
   if (wallMs - starvedMs >= config.thresholdMs) {
     const startup = Atomics.load(beats, STARTED) === 0;
@@ -216,10 +221,10 @@ function check(): void {
     const startedAt = Date.now() - blockedMs;
     block = {
       since: beatAt,
-      seenSince: lastBeat,
       startedAt,
       startup,
       starvedMs,
+      ownMs: wallMs - starvedMs,
       report: reported ? detected(startedAt, blockedMs, startup) : undefined,
     };
   }
@@ -251,14 +256,9 @@ async function detected(startedAt: number, blockedMs: number, startup: boolean):
   return { first: firstCapture, landed, wait, unread, native, detectionSpan };
 }
 
-/** The loop's own time in a block so far: what fails probes, not the time the process was denied CPU. */
-function ownMs(current: Block, now: number): number {
-  return now - current.seenSince - current.starvedMs;
-}
-
 function ended(current: Block, now: number): void {
   const blockedMs = now - current.since;
-  const failedProbes = failsProbes(ownMs(current, now));
+  const failedProbes = failsProbes(current.ownMs);
   const report = current.report;
   if (report === undefined) {
     tell({
@@ -387,9 +387,8 @@ const mirroredHealth: HealthView = {
     if (current === undefined || probe === 'startup') return published;
     // A shorter block changes no answer: the catalog would have answered 200 late, not 503. Nor
     // does the time the process was starved of CPU: a restart would not give it any.
-    const now = performance.now();
-    if (!failsProbes(ownMs(current, now))) return published;
-    return blockedStatus(published, now - current.since, current.frames);
+    if (!failsProbes(current.ownMs)) return published;
+    return blockedStatus(published, performance.now() - current.since, current.frames);
   },
   async diagnose() {
     const { EventLoopBlockedError } = await import('../probe/index.js');
