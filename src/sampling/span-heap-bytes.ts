@@ -43,7 +43,8 @@ const TWO_BYTE = /[\u0100-\uffff]/;
  */
 export function spanHeapBytes(span: ReadableSpan): number {
   // An error's status message may be long (an exception's text): held by the span as any string.
-  let bytes = SPAN_BYTES + stringBytes(span.name) + (span.status.message ? stringBytes(span.status.message) : 0) + attributesBytes(span.attributes);
+  let bytes =
+    SPAN_BYTES + stringBytes(span.name) + (span.status.message ? stringBytes(span.status.message) : 0) + attributesBytes(span.attributes);
   for (const event of span.events) bytes += EVENT_BYTES + stringBytes(event.name) + attributesBytes(event.attributes);
   for (const link of span.links) bytes += LINK_BYTES + attributesBytes(link.attributes);
   return bytes;
