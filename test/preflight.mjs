@@ -2,9 +2,16 @@
 // thing is one line saying what it is and how `bash .ci/run` provides it, instead of a stack trace
 // minutes into the run. Usage: node test/preflight.mjs faults|e2e
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 
 const suite = process.argv[2];
+const readOr = (path) => {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
+};
 const has = (command, args = ['--version']) => spawnSync(command, args, { stdio: 'ignore' }).status === 0;
 const jaegerBuilt = () => spawnSync('bash', ['-c', 'ls .cache/bin/jaeger-* >/dev/null 2>&1']).status === 0;
 const collectorBuilt = () => spawnSync('bash', ['-c', 'ls .cache/bin/lifeline-otelcol-* >/dev/null 2>&1']).status === 0;
@@ -14,6 +21,11 @@ const needs = {
   faults: [
     ['root (network namespaces and iptables)', () => process.getuid?.() === 0, 'run it as root, as CI does: sudo bash .ci/run'],
     ['iproute2 (`ip`)', () => has('ip', ['-V']), ".ci/run installs Debian's iproute2 (apt-get install iproute2)"],
+    [
+      "a cgroup CPU controller (the CPU-quota test: /sys/fs/cgroup/cpu, or cgroup v2's cpu)",
+      () => existsSync('/sys/fs/cgroup/cpu/tasks') || /\bcpu\b/.test(readOr('/sys/fs/cgroup/cgroup.controllers')),
+      'run it on a Linux machine, as root (containers usually hide the cgroup tree)',
+    ],
     ['iptables', () => has('iptables', ['--version']), ".ci/run installs Debian's iptables (apt-get install iptables)"],
     [
       'Go, or a Jaeger already built in .cache/bin',

@@ -173,6 +173,22 @@ function stall(now: number, main: Schedule | undefined): { wallMs: number; starv
   return { wallMs, starvedMs: Math.max(0, Math.min(wallMs - (mainCpuMs ?? 0), deniedMs - mark.deniedMs)), mainCpuMs };
 }
 
+/**
+ * Past this much wall time, a stall in which the main thread got a real share of the CPU it could
+ * have had is a block whatever the share: a loop stuck in a pod throttled at 100m gets a tenth of a
+ * core, and counting only its own CPU time would take ten thresholds to see it, and ten times the
+ * stall limit to fail its probes. A stopped or paused process gets no share at all: still starved.
+ */
+const LONG_STALL_MS = Math.max(4 * config.thresholdMs, 10_000);
+/** The least share of the stall's wall time the main thread must have run for a long stall to be its own. */
+const LONG_STALL_SHARE = 0.01;
+
+/** The loop's own time in a stall: its time less what it was starved of, or all of a long stall it ran in. */
+function ownTime(wallMs: number, starvedMs: number, mainCpuMs: number | undefined): number {
+  if (wallMs >= LONG_STALL_MS && mainCpuMs !== undefined && mainCpuMs >= LONG_STALL_SHARE * wallMs) return wallMs;
+  return wallMs - starvedMs;
+}
+
 function check(): void {
   const now = performance.now();
   const cpu = ownCpuMs();
@@ -189,15 +205,16 @@ function check(): void {
   lastMain = main;
   const current = Atomics.load(beats, BEAT);
   const { wallMs, starvedMs, mainCpuMs } = stall(now, main);
+  const ownMs = ownTime(wallMs, starvedMs, mainCpuMs);
   if (block !== undefined) {
     block.starvedMs = starvedMs;
-    block.ownMs = wallMs - starvedMs;
+    block.ownMs = ownMs;
   }
   if (current !== seen) {
     seen = current;
     if (block !== undefined) ended(block, now);
     // The loop did not run for a threshold, but only because the process got no CPU: said, not blamed.
-    else if (wallMs >= config.thresholdMs && wallMs - starvedMs < config.thresholdMs)
+    else if (wallMs >= config.thresholdMs && ownMs < config.thresholdMs)
       tell({ type: 'starved', stalledMs: wallMs, starvedMs, mainThreadCpuMs: mainCpuMs, startedAt: Date.now() - wallMs });
     block = undefined;
     // The beat came after the previous check (that one saw the old count): a clock that differs
@@ -209,7 +226,7 @@ function check(): void {
   }
   if (block !== undefined) return;
   // Blocked once the loop's own time in the stall reaches the threshold: starved time does not count.
-  if (wallMs - starvedMs >= config.thresholdMs) {
+  if (ownMs >= config.thresholdMs) {
     const startup = Atomics.load(beats, STARTED) === 0;
     // Start-up (module loading) has a report of its own: a slow start must not hide the first real block.
     const startupReport = startup && !startupReported;
@@ -224,7 +241,7 @@ function check(): void {
       startedAt,
       startup,
       starvedMs,
-      ownMs: wallMs - starvedMs,
+      ownMs,
       report: reported ? detected(startedAt, blockedMs, startup) : undefined,
     };
   }
