@@ -186,7 +186,9 @@ async function sigtermUnderLoad(endpoint: string): Promise<Cycle> {
       }
     };
     const load = Promise.all(Array.from({ length: 20 }, (_, i) => worker(i % 2 === 0 ? '/' : '/?via=agent')));
-    await new Promise((resolve) => setTimeout(resolve, 1_000)); // under load, the pools warm
+    // Under load first: the signal comes once 100 requests have been answered (or at most 10 s in).
+    for (const end = Date.now() + 10_000; cycle.answered < 100 && Date.now() < end;)
+      await new Promise((resolve) => setTimeout(resolve, 10));
     signalledAt = Date.now();
     child.kill('SIGTERM');
     const exit = await exited;
