@@ -99,6 +99,9 @@ export interface Watchdog {
 }
 
 const HOOK = Symbol.for('otel-lifeline.watchdog');
+
+/** The longest start-up (module loading, warm-up) before a block is the app's own, whatever else says so. */
+const STARTUP_MAX_MS = 60_000;
 /** Published by node:http as a server takes each request. */
 const REQUEST_START = 'http.server.request.start';
 
@@ -171,13 +174,21 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   };
   subscribe(REQUEST_START, started);
   let loop = performance.eventLoopUtilization();
+  // A busy process that serves no HTTP and has no component (a queue consumer) is never idle for
+  // half a beat: its start-up ends after a minute all the same, or its blocks would be start-up's.
+  const startupEnds = performance.now() + STARTUP_MAX_MS;
   const beat = setInterval(() => {
     Atomics.store(beatTime, 0, BigInt(Math.round((performance.timeOrigin + performance.now()) * 1_000)));
     Atomics.add(beats, BEAT, 1);
     noteInspector();
     if (startingUp) {
       const now = performance.eventLoopUtilization();
-      if (now.idle - loop.idle >= periodMs / 2 || served?.report().some((component) => component.healthy) === true) started();
+      if (
+        now.idle - loop.idle >= periodMs / 2 ||
+        served?.report().some((component) => component.healthy) === true ||
+        performance.now() >= startupEnds
+      )
+        started();
       loop = now;
     }
     // After this turn's timers: when the process was stopped past the catalog's stall limit, its
