@@ -1,0 +1,1 @@
+export { spanHeapBytes } from './heap-bytes.js';
