@@ -2,7 +2,6 @@ import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
 import { numberOption } from '../errors/index.js';
 import type { Logger } from '../log/index.js';
-import { spanHeapBytes } from '../spans/index.js';
 import { DropReport, type DropReason } from './drop-report.js';
 import { retryAdvice } from './retry-advice.js';
 
@@ -11,9 +10,8 @@ export interface RetryOptions {
   /** Spans kept for a retry at most; beyond it the oldest are dropped (and counted). Default 2 048. */
   maxSpans?: number;
   /**
-   * Bytes of heap kept for a retry at most, each span counted as V8 holds it (its name, status
-   * message, attributes, events and links; the resource is shared); beyond it the oldest are
-   * dropped. Default 16 MiB.
+   * Bytes kept for a retry at most, as estimated from each span's name, attributes, events and
+   * links (what dominates its encoded size); beyond it the oldest are dropped. Default 16 MiB.
    */
   maxBytes?: number;
   /** First retry delay, doubled after each failure. Default 500 ms. */
@@ -88,7 +86,7 @@ export class RetryingExporter implements SpanExporter {
     return this.#drops;
   }
 
-  /** What is kept for a retry now: spans and the bytes of heap they hold. */
+  /** What is kept for a retry now: spans and their estimated bytes. */
   get buffered(): { spans: number; bytes: number } {
     return { spans: this.#pendingSpans, bytes: this.#pendingBytes };
   }
@@ -139,7 +137,7 @@ export class RetryingExporter implements SpanExporter {
   }
 
   #keep(spans: ReadableSpan[]): void {
-    const bytes = spans.reduce((sum, span) => sum + spanHeapBytes(span), 0);
+    const bytes = spans.reduce((sum, span) => sum + spanBytes(span), 0);
     this.#pending.push({ spans, bytes });
     this.#pendingSpans += spans.length;
     this.#pendingBytes += bytes;
@@ -210,4 +208,27 @@ export class RetryingExporter implements SpanExporter {
     });
     return this.#sending;
   }
+}
+
+// Fixed cost of a span beyond its strings: ids, timestamps, kind, status, resource and scope refs.
+const SPAN_OVERHEAD_BYTES = 128;
+
+/** A span's size as its strings and numbers make it: enough to bound memory, cheaper than encoding. */
+export function spanBytes(span: ReadableSpan): number {
+  let bytes = SPAN_OVERHEAD_BYTES + span.name.length + attributesBytes(span.attributes);
+  for (const event of span.events) bytes += event.name.length + 16 + attributesBytes(event.attributes);
+  for (const link of span.links) bytes += 64 + attributesBytes(link.attributes);
+  return bytes;
+}
+
+function attributesBytes(attributes: ReadableSpan['attributes'] | undefined): number {
+  let bytes = 0;
+  for (const key in attributes) bytes += key.length + valueBytes(attributes[key]);
+  return bytes;
+}
+
+function valueBytes(value: unknown): number {
+  if (typeof value === 'string') return value.length;
+  if (Array.isArray(value)) return value.reduce((sum: number, item: unknown) => sum + valueBytes(item), 0);
+  return 8;
 }

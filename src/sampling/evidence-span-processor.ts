@@ -4,7 +4,7 @@ import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace
 import { numberOption } from '../errors/index.js';
 import { ATTR_IN_FLIGHT } from '../semconv/index.js';
 import { isEvidence } from './evidence.js';
-import { spanHeapBytes } from '../spans/index.js';
+import { spanHeapBytes } from './span-heap-bytes.js';
 
 /** Options of {@link EvidenceSpanProcessor}. */
 export interface EvidenceSpanProcessorOptions {

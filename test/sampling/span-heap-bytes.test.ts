@@ -1,7 +1,7 @@
 import { SpanStatusCode } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { describe, expect, it } from 'vitest';
-import { spanHeapBytes } from '../../src/spans/index.js';
+import { spanHeapBytes } from '../../src/sampling/span-heap-bytes.js';
 
 /** The parts of an ended span the estimate reads. */
 function span(fields: Partial<Pick<ReadableSpan, 'name' | 'attributes' | 'events' | 'links' | 'status'>>): ReadableSpan {

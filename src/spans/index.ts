@@ -1,1 +1,0 @@
-export { spanHeapBytes } from './heap-bytes.js';
