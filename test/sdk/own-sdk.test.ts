@@ -51,12 +51,16 @@ describe("lifeline's parts in an SDK the app creates itself (NodeSDK + auto-inst
       LIFELINE_HEALTH_INTERVAL_MS: '200',
     });
     try {
-      const started = performance.now();
-      const res = await fetch(`${app.url}/call?url=${encodeURIComponent(`${upstream.url}/`)}`, {
-        headers: { 'x-request-timeout-ms': '100' },
-      });
-      expect(res.status).toBe(504);
-      expect(performance.now() - started).toBeLessThan(290); // the caller's 100 ms, not the app's 300
+      // On a loaded machine the caller's 100 ms may be spent before the app makes its call (then the
+      // call is not made at all, and the upstream is told nothing): asked again, at most 5 times.
+      for (let attempt = 0; attempt < 5 && told.length === 0; attempt++) {
+        const started = performance.now();
+        const res = await fetch(`${app.url}/call?url=${encodeURIComponent(`${upstream.url}/`)}`, {
+          headers: { 'x-request-timeout-ms': '100' },
+        });
+        expect(res.status).toBe(504);
+        expect(performance.now() - started).toBeLessThan(290); // the caller's 100 ms, not the app's 300
+      }
       expect(Number(told[0])).toBeGreaterThan(0);
       expect(Number(told[0])).toBeLessThanOrEqual(100);
 
