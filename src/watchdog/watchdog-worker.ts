@@ -214,7 +214,8 @@ function check(): void {
     seen = current;
     if (block !== undefined) ended(block, now);
     // The loop did not run for a threshold, but only because the process got no CPU: said, not blamed.
-    else if (wallMs >= config.thresholdMs && ownMs < config.thresholdMs)
+    // A stall just short of the threshold with a few ms starved is neither: nothing to say.
+    else if (wallMs >= config.thresholdMs && ownMs < config.thresholdMs && starvedMs >= config.thresholdMs / 2)
       tell({ type: 'starved', stalledMs: wallMs, starvedMs, mainThreadCpuMs: mainCpuMs, startedAt: Date.now() - wallMs });
     block = undefined;
     // The beat came after the previous check (that one saw the old count): a clock that differs

@@ -84,7 +84,11 @@ function startService(env: NodeJS.ProcessEnv = {}): { child: ChildProcess; calls
     ...env,
   });
   const calls: Call[] = [];
-  createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => calls.push(JSON.parse(line) as Call));
+  // The service's call lines; lifeline's own log lines (a warning, JSON too) go to the same stdout.
+  createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+    const parsed = JSON.parse(line) as Partial<Call>;
+    if (parsed.outcome !== undefined) calls.push(parsed as Call);
+  });
   // Kept for a failure's message: CI shows the failure, not the stream before it.
   const stderr: string[] = [];
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {

@@ -35,9 +35,11 @@ beforeAll(async () => {
       OTEL_TRACES_EXPORTER: 'none',
     },
   );
-  createInterface({ input: service.stdout as NodeJS.ReadableStream }).on('line', (line) =>
-    calls.push(JSON.parse(line) as { outcome: string }),
-  );
+  // The service's call lines; lifeline's own log lines (a warning, JSON too) go to the same stdout.
+  createInterface({ input: service.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+    const parsed = JSON.parse(line) as { outcome?: string };
+    if (parsed.outcome !== undefined) calls.push({ outcome: parsed.outcome });
+  });
   // The watchdog (threshold 500 ms here) logs every block it sees: a healthy loop has none.
   createInterface({ input: service.stderr as NodeJS.ReadableStream }).on('line', (line) => {
     if (line.includes('lifeline: event loop blocked')) blocks.push(line);
