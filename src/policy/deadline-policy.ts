@@ -8,7 +8,10 @@ export type RuleValue = string | number | RegExp;
 /**
  * A deadline enforced from a call's OpenTelemetry semantic-convention attributes, e.g.
  * `{ match: { 'server.address': 'kubelet.local', 'http.request.method': 'GET' }, timeoutMs: 2000 }`.
- * Matchable keys: `server.address`, `server.port`, `http.request.method`, `url.scheme`, `url.path`.
+ * Matchable keys: `server.address`, `server.port`, `http.request.method`, `url.scheme`, `url.path`,
+ * and for database and cache clients `db.system.name` (`postgresql`, `mysql`, `mariadb`, `redis`,
+ * `mongodb`), `db.namespace` (the database), `db.operation.name` (`SELECT`, `BLPOP`, `find`), as
+ * OpenTelemetry's semantic conventions name them: `{ match: { 'db.system.name': 'postgresql' }, timeoutMs: 5000 }`.
  */
 export interface DeadlineRule {
   /** Attribute → value; the rule applies when every one matches the call. */
@@ -17,7 +20,7 @@ export interface DeadlineRule {
   readonly timeoutMs: number;
 }
 
-/** Options shared by every client path: the undici dispatcher and interceptor, node:http, gRPC. */
+/** Options shared by every client path: the undici dispatcher and interceptor, node:http, HTTP/2, gRPC, the database drivers. */
 export interface DeadlinePolicyOptions {
   /** Rules tried in order; the first whose every key matches gives the call `now + timeoutMs`. */
   policy?: readonly DeadlineRule[];
@@ -58,7 +61,16 @@ export interface DeadlinePolicyOptions {
 /** The attributes of an outgoing request that rules can match. */
 export type RequestAttributes = Readonly<Record<string, string | number>>;
 
-const MATCHABLE = new Set(['server.address', 'server.port', 'http.request.method', 'url.scheme', 'url.path']);
+const MATCHABLE = new Set([
+  'server.address',
+  'server.port',
+  'http.request.method',
+  'url.scheme',
+  'url.path',
+  'db.system.name',
+  'db.namespace',
+  'db.operation.name',
+]);
 
 /**
  * A validated policy: `ruleTimeout`, `defaultTimeoutMs` and `headersTimeoutMs` give the budget a

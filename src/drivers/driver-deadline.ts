@@ -1,0 +1,38 @@
+import { context, type Context } from '@opentelemetry/api';
+import { contextWithDeadline, DeadlineExceededError, DeadlineScope, DeadlineTimer } from '../deadline/index.js';
+import { callDeadline, callerDeadline, type CallDeadline, type DeadlinePolicy, type RequestAttributes } from '../policy/index.js';
+
+/**
+ * The deadline a driver call made now gets, by the one rule every client follows (the context's, a
+ * matching rule's, `defaultTimeoutMs`), or `undefined` for none. The headers bound does not apply:
+ * a database answer has no response head to wait for, and a query nothing bounds stays unbounded
+ * (its span says `lifeline.deadline.missing`). `attributes` is called only when the policy has rules.
+ */
+export function driverDeadline(
+  policy: DeadlinePolicy,
+  attributes: () => RequestAttributes,
+  active: Context = context.active(),
+): CallDeadline | undefined {
+  const deadline = callDeadline(policy, callerDeadline(active), attributes);
+  return deadline === undefined || deadline.untilHeaders ? undefined : deadline;
+}
+
+/**
+ * Runs `call` where the deadline is in the context: for a deadline a policy rule or the default gave,
+ * a context that carries it, so that the driver's client span (OpenTelemetry's instrumentation, when
+ * it wraps inside lifeline) records it and calls below see it.
+ */
+export function runUnderDeadline<T>(deadline: CallDeadline, active: Context, call: () => T): T {
+  if (!deadline.fromPolicy) return call();
+  return context.with(contextWithDeadline(active, new DeadlineScope(deadline.at, deadline.source, deadline.monotonicAt)), call);
+}
+
+/** The error a call the deadline ended gets. */
+export function deadlineError(deadline: CallDeadline): DeadlineExceededError {
+  return new DeadlineExceededError(deadline.at, deadline.source);
+}
+
+/** Arms the one deadline timer for `deadline`: `onExpire(subject)` once it has passed, never before. */
+export function armDeadline<S>(deadline: CallDeadline, onExpire: (subject: S) => void, subject: S): DeadlineTimer<S> {
+  return new DeadlineTimer(deadline.at, onExpire, subject, deadline.monotonicAt);
+}

@@ -1,0 +1,97 @@
+import { createRequire } from 'node:module';
+import { sep } from 'node:path';
+import { Hook } from 'require-in-the-middle';
+
+/** A change to one file of a package, made to every copy of it the process loads. */
+export interface ModuleFilePatch {
+  /** The package, e.g. `pg` or `@redis/client`. */
+  readonly module: string;
+  /** The file inside the package, with `/`, e.g. `lib/client.js`. */
+  readonly file: string;
+  /**
+   * Changes the file's exports in place (wrapping prototype methods with {@link wrapMethod}) and
+   * returns how to undo it. Called once per copy; a copy it does not recognise it leaves alone
+   * (returns `undefined`).
+   */
+  patch(exports: unknown): (() => void) | undefined;
+}
+
+/** The installed patches, and the way back. */
+export interface PatchedModules {
+  /** Undoes every patch and stops patching copies loaded later. Idempotent. */
+  uninstall(): void;
+}
+
+const requireHere = createRequire(import.meta.url);
+
+/**
+ * Applies `patches` to every copy of their files already loaded (found in the CommonJS module
+ * cache: an app that imported its driver before lifeline started) and to every copy loaded later,
+ * from `require` or from an ES module importing the package (the drivers are CommonJS: their own
+ * files are always loaded through `require`, which is where the hook sees them). No ESM loader
+ * hook is needed, and modules nobody patches are not touched.
+ */
+export function patchModuleFiles(patches: readonly ModuleFilePatch[]): PatchedModules {
+  const undo: (() => void)[] = [];
+  const done = new WeakSet<object>();
+  const apply = (patch: ModuleFilePatch, exports: unknown): void => {
+    if ((typeof exports !== 'object' && typeof exports !== 'function') || exports === null || done.has(exports)) return;
+    done.add(exports);
+    const restore = patch.patch(exports);
+    if (restore !== undefined) undo.push(restore);
+  };
+  const cache = requireHere.cache;
+  for (const patch of patches) {
+    const suffix = `${sep}node_modules${sep}${patch.module.split('/').join(sep)}${sep}${patch.file.split('/').join(sep)}`;
+    for (const filename of Object.keys(cache)) {
+      const loaded = cache[filename];
+      if (filename.endsWith(suffix) && loaded?.loaded === true) apply(patch, loaded.exports);
+    }
+  }
+  const byName = new Map(patches.map((patch) => [`${patch.module}/${patch.file}`, patch]));
+  const hook = new Hook([...new Set(patches.map((patch) => patch.module))], { internals: true }, (exports, name) => {
+    const patch = byName.get(name.split(sep).join('/'));
+    if (patch !== undefined) apply(patch, exports);
+    return exports;
+  });
+  let installed = true;
+  return {
+    uninstall() {
+      if (!installed) return;
+      installed = false;
+      hook.unhook();
+      for (const restore of undo.splice(0).reverse()) restore();
+    },
+  };
+}
+
+/** Marks lifeline's wrappers, so that a second install (another lifeline copy too) wraps no wrapper of its own kind. */
+const WRAPPED = Symbol.for('lifeline.wrapped');
+
+/**
+ * Replaces `target[name]` with `wrap(original)` and returns how to put the original back (only
+ * while nobody has wrapped it again since: their wrapper keeps calling ours, which then passes
+ * straight through). `kind` names the wrapper: a method already wrapped by one of that kind is left
+ * as it is, and `undefined` is returned.
+ */
+export function wrapMethod<F extends (...args: never[]) => unknown>(
+  target: object,
+  name: string,
+  kind: string,
+  wrap: (original: F) => F,
+): (() => void) | undefined {
+  const holder = target as Record<string, unknown>;
+  const original = holder[name];
+  if (typeof original !== 'function') return undefined;
+  if ((original as { [WRAPPED]?: string })[WRAPPED] === kind) return undefined;
+  const wrapper = wrap(original as F);
+  Object.defineProperty(wrapper, WRAPPED, { value: kind });
+  Object.defineProperty(wrapper, 'name', { value: original.name });
+  holder[name] = wrapper;
+  let active = true;
+  return () => {
+    if (!active) return;
+    active = false;
+    if (holder[name] === wrapper) holder[name] = original;
+  };
+}
