@@ -37,19 +37,22 @@ const MAX_CAUSE_DEPTH = 16;
  * errors in `TypeError('fetch failed')`, so checking only the top level would miss most of them.
  * Matching on `code` also recognises errors from another copy of lifeline in the same process, and
  * an error that names the request or response lifeline ended (axios' and got's `request`/`response`)
- * is recognised too, as is a gRPC `DEADLINE_EXCEEDED` status error of `@grpc/grpc-js`.
+ * is recognised too, as is a gRPC `DEADLINE_EXCEEDED` status error of `@grpc/grpc-js`. ORMs that wrap a
+ * driver's error without a `cause` keep it as `parent`/`original` (Sequelize's `DatabaseError`): followed too.
  */
 export function isDeadlineExceeded(err: unknown): boolean {
   let current: unknown = err;
   for (let depth = 0; depth < MAX_CAUSE_DEPTH && current !== null && typeof current === 'object'; depth++) {
     if (current instanceof DeadlineExceededError) return true;
-    const { code, request, response, cause, details, metadata } = current as {
+    const { code, request, response, cause, details, metadata, parent, original } = current as {
       code?: unknown;
       request?: unknown;
       response?: unknown;
       cause?: unknown;
       details?: unknown;
       metadata?: unknown;
+      parent?: unknown;
+      original?: unknown;
     };
     if (code === 'ERR_DEADLINE_EXCEEDED') return true;
     // @grpc/grpc-js's ServiceError with status DEADLINE_EXCEEDED (4).
@@ -59,7 +62,7 @@ export function isDeadlineExceeded(err: unknown): boolean {
       (typeof response === 'object' && response !== null && endedByDeadline.has(response))
     )
       return true;
-    current = cause;
+    current = cause ?? parent ?? original;
   }
   return false;
 }

@@ -8,6 +8,7 @@ import { correctedEnv, DEFAULT_HEADERS_TIMEOUT_MS, unsupportedNode } from '../co
 import { MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
 import { policyDeadlineOf, trackHttpServers } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
+import { installDriverDeadlines, type InstalledDriverDeadlines } from '../drivers/index.js';
 import { SELF_COMPONENT } from '../health/index.js';
 import {
   findPortHolder,
@@ -291,6 +292,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       running = true;
       let dispatcher: InstalledDeadlineDispatcher | undefined;
       let httpDeadlines: InstalledHttpDeadlines | undefined;
+      let driverDeadlines: InstalledDriverDeadlines | undefined;
       let probe: ProbeServer | undefined;
       let member: MemberReporter | undefined;
       let watchdog: Watchdog | undefined;
@@ -303,6 +305,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         if (deadlines !== false) {
           dispatcher = installDeadlineDispatcher(deadlines);
           httpDeadlines = installHttpDeadlines(deadlinePolicy);
+          driverDeadlines = installDriverDeadlines(deadlinePolicy);
         }
         watchdog = early ? earlyWatchdog : makeWatchdog();
         earlyWatchdog = undefined;
@@ -328,6 +331,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         inboundTrust.uninstall();
         dispatcher?.uninstall();
         httpDeadlines?.uninstall();
+        driverDeadlines?.uninstall();
         grpcDeadlines?.disable();
         running = false;
         throw err;
@@ -351,6 +355,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
               inboundTrust.uninstall();
               dispatcher?.uninstall();
               httpDeadlines?.uninstall();
+              driverDeadlines?.uninstall();
+              driverDeadlines?.uninstall();
               // NodeSDK's shutdown leaves instrumentations enabled: lifeline disables its own.
               grpcDeadlines?.disable();
               // Shutdown goes on whatever one part says; what failed is said.

@@ -1,0 +1,1 @@
+export { installDriverDeadlines, type InstalledDriverDeadlines } from './install.js';

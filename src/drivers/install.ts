@@ -1,0 +1,30 @@
+import { DeadlinePolicy, type DeadlinePolicyOptions } from '../policy/index.js';
+import { installPgDeadlines } from './pg/index.js';
+
+/** The installed database deadlines, and the way back. */
+export interface InstalledDriverDeadlines {
+  /** Stops bounding new calls of every driver; calls already bounded keep their deadline. Idempotent. */
+  uninstall(): void;
+}
+
+/**
+ * Bounds the database and cache drivers an app uses by the deadline in the OpenTelemetry context,
+ * or the policy's, whichever is sooner — the same rule as its HTTP calls — and ends the server's
+ * work where the server can be told: node-postgres (`pg`, and the ORMs on it). Each driver is
+ * patched in every copy loaded before or after this call; a driver the app does not use costs nothing.
+ * `startLifeline` and register mode install it.
+ * @example
+ * ```ts
+ * installDriverDeadlines({ defaultTimeoutMs: 10_000 });
+ * await withTimeout(2_000, () => pool.query('SELECT …')); // ends by 2 s, on the server too
+ * ```
+ */
+export function installDriverDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriverDeadlines {
+  new DeadlinePolicy(options); // a bad policy throws before any driver is patched
+  const installed = [installPgDeadlines(options)];
+  return {
+    uninstall() {
+      for (const driver of installed.splice(0).reverse()) driver.uninstall();
+    },
+  };
+}

@@ -1,0 +1,1 @@
+export { installPgDeadlines, type InstalledPgDeadlines } from './pg-deadlines.js';

@@ -1,0 +1,436 @@
+import { context } from '@opentelemetry/api';
+import type { DeadlineTimer } from '../../deadline/index.js';
+import { patchModuleFiles, wrapMethod, type PatchedModules } from '../../hooks/index.js';
+import { DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
+import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
+
+/** The installed PostgreSQL deadlines, and the way back. */
+export interface InstalledPgDeadlines {
+  /** Stops bounding new queries and connects; those already bounded keep their deadline. Idempotent. */
+  uninstall(): void;
+}
+
+/**
+ * How long the server has to confirm a cancel: the cancelled query's connection is retired (closed,
+ * so a pool drops it) when the server has not ended the query by then, because it may still be
+ * running it. A loopback or in-cluster cancel takes a few ms; a partitioned network never answers.
+ */
+const CANCEL_CONFIRM_MS = 2_000;
+
+type Callback = (error: unknown, result?: unknown) => void;
+
+/** The parts of node-postgres' `Client` lifeline relies on (pg 8). */
+interface PgClient {
+  readonly host: string;
+  readonly port: number;
+  readonly database?: string;
+  readonly processID: number | null;
+  readonly secretKey: number | null;
+  readonly pipeline?: boolean;
+  readonly _Promise: PromiseConstructor;
+  _connecting: boolean;
+  _ending: boolean;
+  _queryQueue: PgQuery[];
+  _sentQueryQueue?: PgQuery[];
+  _activeQuery: PgQuery | null;
+  _pulseQueryQueue: () => void;
+  connection: PgConnection;
+  constructor: new (config: object) => PgClient;
+}
+interface PgQuery {
+  callback?: Callback;
+}
+interface PgConnection {
+  stream: { destroy(error?: Error): void; once(event: 'close', listener: () => void): void; destroyed?: boolean };
+  connect(port: number | string, host?: string): void;
+  cancel(processID: number, secretKey: number): void;
+  on(event: string, listener: (...args: unknown[]) => void): void;
+  once(event: string, listener: (...args: unknown[]) => void): void;
+}
+interface PgPool {
+  readonly ending?: boolean;
+  readonly Promise: PromiseConstructor;
+  readonly options: { host?: string; port?: number; database?: string };
+  _pendingQueue?: { callback: unknown }[];
+}
+interface PooledClient {
+  release(error?: unknown): void;
+}
+type Query = (this: PgClient, ...args: unknown[]) => unknown;
+type Connect = (this: PgClient, ...args: unknown[]) => unknown;
+type PoolConnect = (this: PgPool, ...args: unknown[]) => unknown;
+
+/** The policy of the install in force; `undefined` once uninstalled (a wrapper someone wrapped again stays in their chain). */
+let policy: DeadlinePolicy | undefined;
+let patched: PatchedModules | undefined;
+
+/**
+ * Bounds node-postgres (`pg` 8) by the deadline in the OpenTelemetry context, or the policy's,
+ * whichever is sooner — and so knex, Sequelize, TypeORM, MikroORM, Drizzle and Prisma's pg
+ * adapter, which sit on it. In every phase: waiting for a connection from a `Pool` (exhausted), connecting (a
+ * blackholed SYN), and waiting for the answer. At the deadline the caller gets a
+ * `DeadlineExceededError` (through the library's own wrapper: `isDeadlineExceeded(err)` is true),
+ * and the server's work ends too: a query already sent is cancelled with PostgreSQL's cancel
+ * protocol (a second connection, as `psql`'s Ctrl-C), and its connection takes no other query until
+ * the server has ended it; when the server does not confirm within 2 s the connection is closed, so
+ * a pool never hands out a connection whose query may still be running. A query still queued on
+ * its client is taken out of the queue. A call that ends first leaves no timer.
+ *
+ * It patches `pg/lib/client.js` and `pg-pool` in every copy the process has loaded or loads later
+ * (CommonJS or ESM, before or after lifeline, with or without OpenTelemetry's pg instrumentation).
+ * Policy rules match `db.system.name` (`postgresql`), `db.namespace`, `db.operation.name` (the
+ * statement's first word: `SELECT`), `server.address` and `server.port`. Not covered: pg-native,
+ * and submittables (`pg-cursor`, `pg-query-stream`), whose queries get no deadline.
+ * @example
+ * ```ts
+ * installPgDeadlines({ policy: [{ match: { 'db.system.name': 'postgresql' }, timeoutMs: 5_000 }] });
+ * await withTimeout(2_000, () => pool.query('SELECT * FROM orders WHERE id = $1', [id])); // ends by 2 s, on the server too
+ * ```
+ */
+export function installPgDeadlines(options: DeadlinePolicyOptions = {}): InstalledPgDeadlines {
+  const installed = new DeadlinePolicy(options); // a bad policy throws before anything is patched
+  patched?.uninstall();
+  policy = installed;
+  const modules = patchModuleFiles([
+    {
+      module: 'pg',
+      file: 'lib/client.js',
+      patch(exports) {
+        const prototype = (exports as { prototype?: object }).prototype;
+        if (prototype === undefined) return undefined;
+        const undo = [
+          wrapMethod<Query>(prototype, 'query', 'lifeline.pg', boundQuery),
+          wrapMethod<Connect>(prototype, 'connect', 'lifeline.pg', boundConnect),
+        ];
+        return () => {
+          for (const restore of undo) restore?.();
+        };
+      },
+    },
+    {
+      module: 'pg-pool',
+      file: 'index.js',
+      patch(exports) {
+        const prototype = (exports as { prototype?: object }).prototype;
+        return prototype === undefined ? undefined : wrapMethod<PoolConnect>(prototype, 'connect', 'lifeline.pg', boundPoolConnect);
+      },
+    },
+  ]);
+  patched = modules;
+  return {
+    uninstall() {
+      if (patched !== modules) return;
+      patched = undefined;
+      policy = undefined;
+      modules.uninstall();
+    },
+  };
+}
+
+/** The statement's first word, as `db.operation.name` names it for SQL without a parser. */
+function operationOf(text: unknown): string | undefined {
+  return typeof text === 'string' ? /^\s*([A-Za-z]+)/.exec(text)?.[1]?.toUpperCase() : undefined;
+}
+
+function pgAttributes(host: string | undefined, port: number | string | undefined, database: string | undefined, text?: unknown): RequestAttributes {
+  const attributes: Record<string, string | number> = { 'db.system.name': 'postgresql' };
+  if (host !== undefined) attributes['server.address'] = host;
+  if (port !== undefined) attributes['server.port'] = Number(port);
+  if (database !== undefined) attributes['db.namespace'] = database;
+  const operation = operationOf(text);
+  if (operation !== undefined) attributes['db.operation.name'] = operation;
+  return attributes;
+}
+
+function boundQuery(original: Query): Query {
+  return function query(this: PgClient, ...args: unknown[]): unknown {
+    const [config, values, callback] = args;
+    const rules = policy;
+    // Submittables (pg-cursor, pg-query-stream, a Query object) manage their own callbacks and rows.
+    const plain =
+      typeof config === 'string' ||
+      (typeof config === 'object' && config !== null && typeof (config as { submit?: unknown }).submit !== 'function');
+    if (rules === undefined || !plain) return Reflect.apply(original, this, args);
+    const active = context.active();
+    const text = typeof config === 'string' ? config : (config as { text?: unknown }).text;
+    const deadline = driverDeadline(rules, () => pgAttributes(this.host, this.port, this.database, text), active);
+    if (deadline === undefined) return Reflect.apply(original, this, args);
+    const given = (
+      typeof values === 'function' ? values : typeof callback === 'function' ? callback : (config as { callback?: unknown }).callback
+    ) as Callback | undefined;
+    let settle: Callback;
+    let result: Promise<unknown> | undefined;
+    if (given !== undefined) settle = given;
+    else {
+      const { promise, resolve, reject } = promiseWith(this._Promise);
+      result = promise;
+      settle = (error, rows) => {
+        if (error) reject(error);
+        else resolve(rows);
+      };
+    }
+    const call = new QueryCall(this, deadline, settle);
+    // The app's config object is left as it was (pg writes the callback into the object it is given).
+    const own = typeof config === 'string' ? config : (Object.create(config) as object);
+    const queued = this._queryQueue.length;
+    runUnderDeadline(deadline, active, () => original.call(this, own, typeof values === 'function' ? undefined : values, call.callback));
+    call.start(queued);
+    return result;
+  };
+}
+
+/** `Promise.withResolvers`, on the promise class the driver was configured with. */
+function promiseWith(Promise: PromiseConstructor): {
+  promise: Promise<unknown>;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+} {
+  let resolve!: (value: unknown) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<unknown>((yes, no) => {
+    resolve = yes;
+    reject = no;
+  });
+  return { promise, resolve, reject };
+}
+
+/** One query under a deadline: settles its caller once, by the server's answer or by the deadline. */
+class QueryCall {
+  readonly #client: PgClient;
+  readonly #deadline: CallDeadline;
+  readonly #settle: Callback;
+  #query: PgQuery | undefined;
+  #timer: DeadlineTimer<QueryCall> | undefined;
+  #settled = false;
+  /** The callback pg calls with the server's answer (or its own error). */
+  readonly callback: Callback;
+
+  constructor(client: PgClient, deadline: CallDeadline, settle: Callback) {
+    this.#client = client;
+    this.#deadline = deadline;
+    this.#settle = settle;
+    this.callback = (error, rows) => {
+      if (this.#settled) return; // ended by its deadline: the cancel's error is ours, not the caller's
+      this.#settled = true;
+      this.#timer?.cancel();
+      this.#settle(error, rows);
+    };
+  }
+
+  /** Finds the query pg made (queued, or already sent) and arms the deadline. */
+  start(queuedBefore: number): void {
+    if (this.#settled) return;
+    this.#query = findQuery(this.#client, this.callback, queuedBefore);
+    // pg refused it (an ended or broken client): its error comes on the next tick.
+    if (this.#query === undefined) return;
+    this.#timer = armDeadline<QueryCall>(this.#deadline, QueryCall.#expire, this);
+  }
+
+  static #expire(call: QueryCall): void {
+    if (call.#settled) return;
+    call.#settled = true;
+    const client = call.#client;
+    const query = call.#query;
+    const queued = query === undefined ? -1 : client._queryQueue.indexOf(query);
+    if (queued !== -1)
+      client._queryQueue.splice(queued, 1); // never sent: nothing runs on the server
+    else if (query !== undefined && isOnTheWire(client, query)) endOnServer(client, query);
+    call.#settle(deadlineError(call.#deadline));
+  }
+}
+
+/** The query pg just made from `callback`: by its callback, else by where pg puts a new query. */
+function findQuery(client: PgClient, callback: Callback, queuedBefore: number): PgQuery | undefined {
+  const sent = client._sentQueryQueue ?? [];
+  const candidates = [...client._queryQueue, ...sent];
+  if (client._activeQuery !== null) candidates.push(client._activeQuery);
+  const byCallback = candidates.find((query) => query.callback === callback);
+  if (byCallback !== undefined) return byCallback;
+  // pg wrapped the callback (its own `query_timeout`): the newest query is ours.
+  if (client._queryQueue.length > queuedBefore) return client._queryQueue.at(-1);
+  return sent.at(-1) ?? client._activeQuery ?? undefined;
+}
+
+function isOnTheWire(client: PgClient, query: PgQuery): boolean {
+  return client._activeQuery === query || (client._sentQueryQueue?.includes(query) ?? false);
+}
+
+/**
+ * Ends a query the server is running: a cancel request on a connection of its own, while the
+ * client sends nothing else (a cancel that arrived after the query ended would cancel the next
+ * one). The client carries on once the server has answered the cancelled query and the cancel
+ * connection has closed; if the server has not answered within {@link CANCEL_CONFIRM_MS}, or the
+ * client is pipelined (the queries behind it are already on the wire), the connection is retired.
+ */
+function endOnServer(client: PgClient, query: PgQuery): void {
+  if (client.processID === null || client.secretKey === null) {
+    retire(client);
+    return;
+  }
+  const held = holdQueue(client);
+  let cancelClosed = false;
+  let answered = false;
+  const carryOn = (): void => {
+    if (!cancelClosed || !answered) return;
+    clearTimeout(confirm);
+    held.release();
+  };
+  const confirm = setTimeout(() => {
+    held.release();
+    if (!answered) retire(client);
+  }, CANCEL_CONFIRM_MS).unref();
+  // The cancelled query ends with the server's answer (an error, 57014): pg calls its callback.
+  const own = query.callback;
+  query.callback = (...args: Parameters<Callback>) => {
+    answered = true;
+    own?.(...args);
+    carryOn();
+  };
+  cancelRequest(client, () => {
+    cancelClosed = true;
+    carryOn();
+  });
+  if (client.pipeline === true) retire(client);
+}
+
+/** Sends PostgreSQL's CancelRequest for `client`'s backend on a new connection; `done` once it closed (or failed). */
+function cancelRequest(client: PgClient, done: () => void): void {
+  let canceller: PgClient;
+  try {
+    canceller = new client.constructor({ host: client.host, port: client.port });
+  } catch {
+    done();
+    return;
+  }
+  const connection = canceller.connection;
+  let finished = false;
+  const finish = (): void => {
+    if (finished) return;
+    finished = true;
+    clearTimeout(bound);
+    connection.stream.destroy();
+    done();
+  };
+  // A cancel that cannot connect (a partitioned network) is given up with the confirmation.
+  const bound = setTimeout(finish, CANCEL_CONFIRM_MS).unref();
+  connection.on('error', finish);
+  connection.stream.once('close', finish);
+  connection.once('connect', () => {
+    connection.cancel(client.processID ?? 0, client.secretKey ?? 0);
+  });
+  if (client.host.startsWith('/')) connection.connect(`${client.host}/.s.PGSQL.${client.port}`);
+  else connection.connect(client.port, client.host);
+}
+
+/** Keeps `client` from sending its next query until released. */
+function holdQueue(client: PgClient): { release(): void } {
+  const own = Object.prototype.hasOwnProperty.call(client, '_pulseQueryQueue');
+  const previous = client._pulseQueryQueue;
+  let held = true;
+  client._pulseQueryQueue = () => {};
+  return {
+    release() {
+      if (!held) return;
+      held = false;
+      if (own) client._pulseQueryQueue = previous;
+      else Reflect.deleteProperty(client, '_pulseQueryQueue');
+      client._pulseQueryQueue();
+    },
+  };
+}
+
+/**
+ * Closes `client`'s connection as `end()` would (its queries fail with "Connection terminated", a
+ * pool drops it when it is released or idle), without waiting for a server that may not answer, and
+ * without an 'error' event a checked-out client may have no listener for.
+ */
+function retire(client: PgClient): void {
+  client._ending = true;
+  client.connection.stream.destroy();
+}
+
+function boundConnect(original: Connect): Connect {
+  return function connect(this: PgClient, ...args: unknown[]): unknown {
+    const callback = args[0] as Callback | undefined;
+    const rules = policy;
+    if (rules === undefined) return Reflect.apply(original, this, args);
+    const active = context.active();
+    const deadline = driverDeadline(rules, () => pgAttributes(this.host, this.port, this.database), active);
+    if (deadline === undefined) return Reflect.apply(original, this, args);
+    let result: Promise<unknown> | undefined;
+    let settle: Callback;
+    if (callback !== undefined) settle = callback;
+    else {
+      const { promise, resolve, reject } = promiseWith(this._Promise);
+      result = promise;
+      settle = (error) => {
+        if (error) reject(error);
+        else resolve(this);
+      };
+    }
+    // A connect still under way at the deadline: its socket is destroyed with the deadline's error,
+    // which pg hands to the connect callback (and pg-pool to its waiter).
+    const timer = armDeadline(
+      deadline,
+      (client: PgClient) => {
+        if (client._connecting) client.connection.stream.destroy(deadlineError(deadline));
+      },
+      this,
+    );
+    runUnderDeadline(deadline, active, () =>
+      original.call(this, (error: unknown) => {
+        timer.cancel();
+        settle(error);
+      }),
+    );
+    return result;
+  };
+}
+
+function boundPoolConnect(original: PoolConnect): PoolConnect {
+  return function connect(this: PgPool, ...args: unknown[]): unknown {
+    const callback = args[0] as ((error: unknown, client?: PooledClient, done?: unknown) => void) | undefined;
+    const rules = policy;
+    if (rules === undefined || this.ending === true) return Reflect.apply(original, this, args);
+    const active = context.active();
+    const { host, port, database } = this.options;
+    const deadline = driverDeadline(rules, () => pgAttributes(host, port, database), active);
+    if (deadline === undefined) return Reflect.apply(original, this, args);
+    let result: Promise<unknown> | undefined;
+    let settle: (error: unknown, client?: PooledClient, done?: unknown) => void;
+    if (callback !== undefined) settle = callback;
+    else {
+      const { promise, resolve, reject } = promiseWith(this.Promise);
+      result = promise;
+      settle = (error, client) => {
+        if (error) reject(error);
+        else resolve(client);
+      };
+    }
+    let settled = false;
+    const waiter = (error: unknown, client?: PooledClient, done?: unknown): void => {
+      if (settled) {
+        client?.release(); // handed over after its caller's deadline: back to the pool for the next waiter
+        return;
+      }
+      settled = true;
+      timer.cancel();
+      settle(error, client, done);
+    };
+    const timer = armDeadline(
+      deadline,
+      (pool: PgPool) => {
+        if (settled) return;
+        settled = true;
+        // Leave the queue of waiters (pg-pool's own connectionTimeoutMillis does the same).
+        const queue = pool._pendingQueue;
+        const index = queue?.findIndex((item) => item.callback === waiter) ?? -1;
+        if (index !== -1) queue?.splice(index, 1);
+        settle(deadlineError(deadline));
+      },
+      this,
+    );
+    runUnderDeadline(deadline, active, () => original.call(this, waiter));
+    return result;
+  };
+}
