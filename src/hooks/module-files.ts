@@ -10,10 +10,11 @@ export interface ModuleFilePatch {
   readonly file: string;
   /**
    * Changes the file's exports in place (wrapping prototype methods with {@link wrapMethod}) and
-   * returns how to undo it. Called once per copy; a copy it does not recognise it leaves alone
+   * returns how to undo it. Called once per copy, with the directory of that copy's package (to
+   * reach its other files, e.g. internal symbols); a copy it does not recognise it leaves alone
    * (returns `undefined`).
    */
-  patch(exports: unknown): (() => void) | undefined;
+  patch(exports: unknown, packageDir: string): (() => void) | undefined;
 }
 
 /** The installed patches, and the way back. */
@@ -34,24 +35,25 @@ const requireHere = createRequire(import.meta.url);
 export function patchModuleFiles(patches: readonly ModuleFilePatch[]): PatchedModules {
   const undo: (() => void)[] = [];
   const done = new WeakSet<object>();
-  const apply = (patch: ModuleFilePatch, exports: unknown): void => {
+  const apply = (patch: ModuleFilePatch, exports: unknown, packageDir: string): void => {
     if ((typeof exports !== 'object' && typeof exports !== 'function') || exports === null || done.has(exports)) return;
     done.add(exports);
-    const restore = patch.patch(exports);
+    const restore = patch.patch(exports, packageDir);
     if (restore !== undefined) undo.push(restore);
   };
   const cache = requireHere.cache;
   for (const patch of patches) {
-    const suffix = `${sep}node_modules${sep}${patch.module.split('/').join(sep)}${sep}${patch.file.split('/').join(sep)}`;
+    const file = `${sep}${patch.file.split('/').join(sep)}`;
+    const suffix = `${sep}node_modules${sep}${patch.module.split('/').join(sep)}${file}`;
     for (const filename of Object.keys(cache)) {
       const loaded = cache[filename];
-      if (filename.endsWith(suffix) && loaded?.loaded === true) apply(patch, loaded.exports);
+      if (filename.endsWith(suffix) && loaded?.loaded === true) apply(patch, loaded.exports, filename.slice(0, -file.length));
     }
   }
   const byName = new Map(patches.map((patch) => [`${patch.module}/${patch.file}`, patch]));
-  const hook = new Hook([...new Set(patches.map((patch) => patch.module))], { internals: true }, (exports, name) => {
+  const hook = new Hook([...new Set(patches.map((patch) => patch.module))], { internals: true }, (exports, name, basedir) => {
     const patch = byName.get(name.split(sep).join('/'));
-    if (patch !== undefined) apply(patch, exports);
+    if (patch !== undefined && basedir !== undefined) apply(patch, exports, basedir);
     return exports;
   });
   let installed = true;

@@ -42,44 +42,85 @@ type DispatchOptions = Dispatcher.DispatchOptions & { [key: symbol]: unknown };
  * @example `new Agent().compose(deadlineInterceptor({ defaultTimeoutMs: 10_000 }))`
  */
 export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispatcher.DispatcherComposeInterceptor {
-  const policy = new DeadlinePolicy(options);
-  if (policy.headersTimeoutMs !== undefined) listenForRequestsSent();
+  const withDeadline = deadlineDispatch(options, kQueuedAbort);
   return (dispatch) =>
     function dispatchWithDeadline(opts: DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-      const active = context.active();
-      const deadline = callDeadline(policy, callerDeadline(active), () => requestAttributes(opts));
-      // A handler undici would refuse goes to undici unwrapped: the caller gets its error, not a hang.
-      if (deadline === undefined || undiciRejects(handler, opts)) return dispatch(opts, handler);
-      // The caller chose how long this call waits for its head (0: forever): the default steps aside.
-      if (deadline.untilHeaders && opts.headersTimeout != null) return dispatch(opts, handler);
-
-      const { at, source } = deadline;
-      const deadlineHandler = wrapWithDeadline(
-        handler,
-        at,
-        source,
-        deadline.untilHeaders ? { deadline, sentAtStart: sentInOneWrite(opts.body) } : undefined,
-        deadline.monotonicAt,
-      );
-      const header = deadlineHeader(policy, deadline, () => hostOf(opts.origin));
-      const dispatchOpts: DispatchOptions = kQueuedAbort === undefined && header === undefined ? opts : { ...opts };
-      if (kQueuedAbort !== undefined) dispatchOpts[kQueuedAbort] = chainHooks(deadlineHandler.queuedAbortHook, opts[kQueuedAbort]);
-      if (header !== undefined) dispatchOpts.headers = withDeadlineHeader(opts.headers, header);
-      deadlineHandler.arm();
-      const outer = dispatching;
-      if (deadline.untilHeaders) dispatching = deadlineHandler;
-      try {
-        if (!deadline.fromPolicy) return dispatch(dispatchOpts, deadlineHandler);
-        // The policy tightened the deadline: let the client span and the propagated header see it.
-        const scope = new DeadlineScope(at, source, deadline.monotonicAt);
-        return context.with(contextWithDeadline(active, scope), () => dispatch(dispatchOpts, deadlineHandler));
-      } catch (error) {
-        deadlineHandler.disarm();
-        throw error;
-      } finally {
-        dispatching = outer;
-      }
+      return withDeadline(dispatch, opts, handler);
     };
+}
+
+/**
+ * Marks the dispatch options of a request whose deadline lifeline has decided (bounded or not), at
+ * the outermost dispatcher it went through: the dispatchers below (an Agent's Pool, its Client, a
+ * ProxyAgent's Agent, the Client a Pool hands a queued request to later, in another context) pass
+ * it straight through, so a request gets one deadline handler, one header and one timer. Options
+ * are copied with it (undici copies them with `{ ...opts }`, which keeps symbol keys), never
+ * changed: a caller may reuse its options object for the next request. `Symbol.for`, so that
+ * another copy of lifeline sees it too.
+ */
+export const DEADLINE_DECIDED: unique symbol = Symbol.for('lifeline.undici.deadlineDecided') as never;
+
+/** Dispatches one request through `dispatch` under its deadline; see {@link deadlineDispatch}. */
+export type DeadlineDispatch = (
+  dispatch: Dispatcher.Dispatch,
+  opts: Dispatcher.DispatchOptions,
+  handler: Dispatcher.DispatchHandler,
+) => boolean;
+
+/**
+ * The deadline interceptor's work for one undici copy, as a function of the next dispatch: for
+ * {@link deadlineInterceptor}, and for dispatchers patched in another undici copy, whose internal
+ * queued-abort symbol (`queuedAbort`, undefined where the copy has none) is that copy's own.
+ * `adapt` turns a handler of the copy's older API into one of the current API, for a request that
+ * gets a deadline (undici 7's own `WrapHandler`); requests without one keep their handler.
+ */
+export function deadlineDispatch(
+  options: DeadlinePolicyOptions,
+  queuedAbort: symbol | undefined,
+  adapt?: (handler: Dispatcher.DispatchHandler) => Dispatcher.DispatchHandler,
+): DeadlineDispatch {
+  const policy = new DeadlinePolicy(options);
+  if (policy.headersTimeoutMs !== undefined) listenForRequestsSent();
+  return function withDeadline(dispatch, given, original) {
+    // Options undici would refuse go to undici as they are: the caller gets its error.
+    const opts = given as DispatchOptions | null;
+    if (opts === null || typeof opts !== 'object' || opts[DEADLINE_DECIDED] === true) return dispatch(given, original);
+    const active = context.active();
+    const deadline = callDeadline(policy, callerDeadline(active), () => requestAttributes(opts));
+    const dispatchOpts: DispatchOptions = { ...opts, [DEADLINE_DECIDED]: true };
+    if (deadline === undefined) return dispatch(dispatchOpts, original);
+    const handler = adapt === undefined || !isObject(original) ? original : adapt(original);
+    // A handler undici would refuse goes to undici unwrapped: the caller gets its error, not a hang.
+    if (undiciRejects(handler, opts)) return dispatch(dispatchOpts, original);
+    // The caller chose how long this call waits for its head (0: forever): the default steps aside.
+    if (deadline.untilHeaders && opts.headersTimeout != null) return dispatch(dispatchOpts, original);
+
+    const { at, source } = deadline;
+    const deadlineHandler = wrapWithDeadline(
+      handler,
+      at,
+      source,
+      deadline.untilHeaders ? { deadline, sentAtStart: sentInOneWrite(opts.body) } : undefined,
+      deadline.monotonicAt,
+    );
+    const header = deadlineHeader(policy, deadline, () => hostOf(opts.origin));
+    if (queuedAbort !== undefined) dispatchOpts[queuedAbort] = chainHooks(deadlineHandler.queuedAbortHook, opts[queuedAbort]);
+    if (header !== undefined) dispatchOpts.headers = withDeadlineHeader(opts.headers, header);
+    deadlineHandler.arm();
+    const outer = dispatching;
+    if (deadline.untilHeaders) dispatching = deadlineHandler;
+    try {
+      if (!deadline.fromPolicy) return dispatch(dispatchOpts, deadlineHandler);
+      // The policy tightened the deadline: let the client span and the propagated header see it.
+      const scope = new DeadlineScope(at, source, deadline.monotonicAt);
+      return context.with(contextWithDeadline(active, scope), () => dispatch(dispatchOpts, deadlineHandler));
+    } catch (error) {
+      deadlineHandler.disarm();
+      throw error;
+    } finally {
+      dispatching = outer;
+    }
+  };
 }
 
 /**
@@ -105,6 +146,10 @@ function listenForRequestsSent(): void {
   subscribe('undici:request:bodySent', (message) => {
     handlerOf.get((message as { request: object }).request)?.requestSent();
   });
+}
+
+function isObject(value: unknown): boolean {
+  return typeof value === 'object' && value !== null;
 }
 
 /** A body undici writes whole when the request starts: none, a string, bytes. */
