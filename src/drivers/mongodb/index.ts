@@ -1,0 +1,1 @@
+export { installMongoDeadlines, type InstalledMongoDeadlines } from './mongodb-deadlines.js';
