@@ -41,11 +41,11 @@ beforeAll(async () => {
   server = await startMongo();
   const setup = new mongodb.MongoClient(server.uri);
   try {
-    const slow = setup.db('lifeline').collection('slow');
+    const slow = setup.db('lifeline').collection<{ _id: number; i: number; s: string }>('slow');
     await slow.drop().catch(() => undefined);
     for (let from = 0; from < DOCUMENTS; from += 5_000)
       await slow.insertMany(Array.from({ length: 5_000 }, (_, k) => ({ _id: from + k, i: from + k, s: 'x'.repeat(100) })));
-    await setup.db('lifeline').collection('small').insertOne({ _id: 1, n: 1 });
+    await setup.db('lifeline').collection<{ _id: number; n: number }>('small').insertOne({ _id: 1, n: 1 });
   } finally {
     await setup.close();
   }
@@ -53,15 +53,19 @@ beforeAll(async () => {
     policy: [{ match: { 'db.system.name': 'mongodb', 'db.operation.name': 'aggregate' }, timeoutMs: 200 }],
   });
   client = new mongodb.MongoClient(server.uri, { monitorCommands: true, maxPoolSize: 2 });
-  client.on('commandStarted', (event) =>
-    started.push({ commandName: event.commandName, command: event.command as Record<string, unknown> }),
-  );
+  client.on('commandStarted', (event) => started.push({ commandName: event.commandName, command: event.command }));
   await client.connect();
 }, 120_000);
 afterAll(async () => {
-  deadlines?.uninstall();
-  await client?.close();
-  await server?.stop();
+  // Each set in beforeAll, which may have failed before it.
+  const setUp = { deadlines, client, server } as Partial<{
+    deadlines: InstalledMongoDeadlines;
+    client: typeof client;
+    server: MongoServer;
+  }>;
+  setUp.deadlines?.uninstall();
+  await setUp.client?.close();
+  await setUp.server?.stop();
 });
 
 const slow = () => client.db('lifeline').collection('slow');
@@ -129,7 +133,9 @@ describe('mongodb: ended at the deadline, on the server too', () => {
       await one.connect();
       // Holds the only connection for ~2.5 s, under no deadline.
       const holder = one.db('lifeline').collection('slow').find(SLOW_FILTER).toArray();
-      const { error, lateMs } = await lateness(DEADLINE_MS, () => one.db('lifeline').collection('small').findOne({ _id: 1 }));
+      const { error, lateMs } = await lateness(DEADLINE_MS, () =>
+        one.db('lifeline').collection<{ _id: number; n: number }>('small').findOne({ _id: 1 }),
+      );
       expect(isDeadlineExceeded(error), String(error)).toBe(true);
       expect(lateMs).toBeLessThan(LATE_MS);
       expect(await holder).toEqual([]); // the holder was not bounded, and ran to its end
@@ -149,7 +155,9 @@ describe('mongodb: ended at the deadline, on the server too', () => {
       serverSelectionTimeoutMS: 30_000,
     });
     try {
-      const { error, lateMs } = await lateness(DEADLINE_MS, () => unreachable.db('lifeline').collection('small').findOne({ _id: 1 }));
+      const { error, lateMs } = await lateness(DEADLINE_MS, () =>
+        unreachable.db('lifeline').collection<{ _id: number; n: number }>('small').findOne({ _id: 1 }),
+      );
       expect(isDeadlineExceeded(error), String(error)).toBe(true);
       expect(lateMs).toBeLessThan(LATE_MS);
     } finally {
