@@ -1,4 +1,5 @@
 import { DeadlinePolicy, type DeadlinePolicyOptions } from '../policy/index.js';
+import { installMongoDeadlines } from './mongodb/index.js';
 import { installPgDeadlines } from './pg/index.js';
 
 /** The installed database deadlines, and the way back. */
@@ -10,7 +11,8 @@ export interface InstalledDriverDeadlines {
 /**
  * Bounds the database and cache drivers an app uses by the deadline in the OpenTelemetry context,
  * or the policy's, whichever is sooner — the same rule as its HTTP calls — and ends the server's
- * work where the server can be told: node-postgres (`pg`, and the ORMs on it). Each driver is
+ * work where the server can be told: node-postgres (`pg`, and the ORMs on it: a cancel request), the
+ * `mongodb` driver (the remaining budget as `maxTimeMS`). Each driver is
  * patched in every copy loaded before or after this call; a driver the app does not use costs nothing.
  * `startLifeline` and register mode install it.
  * @example
@@ -21,7 +23,7 @@ export interface InstalledDriverDeadlines {
  */
 export function installDriverDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriverDeadlines {
   new DeadlinePolicy(options); // a bad policy throws before any driver is patched
-  const installed = [installPgDeadlines(options)];
+  const installed = [installPgDeadlines(options), installMongoDeadlines(options)];
   return {
     uninstall() {
       for (const driver of installed.splice(0).reverse()) driver.uninstall();

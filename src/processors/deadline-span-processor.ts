@@ -13,6 +13,8 @@ import {
 
 const ATTR_ERROR_TYPE = 'error.type';
 const DEADLINE_ERROR_CODE = 'ERR_DEADLINE_EXCEEDED';
+/** How a `DeadlineExceededError`'s message begins. */
+const DEADLINE_MESSAGE = 'deadline exceeded (';
 
 /**
  * Records deadlines on spans. Every span started under a deadline gets
@@ -78,6 +80,8 @@ function endedByDeadline(span: Span): boolean {
   if (span.attributes[ATTR_ERROR_TYPE] === DEADLINE_ERROR_CODE) return true;
   // A gRPC call that carried a deadline and ended with DEADLINE_EXCEEDED (either side may end it).
   if (span.attributes['rpc.grpc.status_code'] === GRPC_DEADLINE_EXCEEDED && span.attributes[ATTR_DEADLINE_AT] !== undefined) return true;
+  // Instrumentations that record no exception (mongodb's) keep the error's message as the status.
+  if (span.status.code === SpanStatusCode.ERROR && span.status.message?.startsWith(DEADLINE_MESSAGE) === true) return true;
   // recordException names the type by the error's `code` when it has one, else by its `name`.
   return span.events.some((event) => {
     const type = event.name === 'exception' ? event.attributes?.['exception.type'] : undefined;

@@ -1,7 +1,8 @@
-import { SpanStatusCode, trace } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
+  DeadlineExceededError,
   DeadlineSpanProcessor,
   Health,
   installDeadlineDispatcher,
@@ -135,5 +136,18 @@ describe('DeadlineSpanProcessor with the undici instrumentation (README: Deadlin
     } finally {
       health.close();
     }
+  });
+
+  it('a span whose instrumentation kept only the error message as its status (mongodb) is marked too; other errors are not', () => {
+    const tracer = provider.getTracer('app');
+    const cut = tracer.startSpan('find', { kind: SpanKind.CLIENT });
+    cut.setStatus({ code: SpanStatusCode.ERROR, message: new DeadlineExceededError(Date.now(), 'scope').message });
+    cut.end();
+    const other = tracer.startSpan('find', { kind: SpanKind.CLIENT });
+    other.setStatus({ code: SpanStatusCode.ERROR, message: 'connection reset: deadline exceeded (not ours)' });
+    other.end();
+    const [marked, unmarked] = exporter.getFinishedSpans().filter((s) => s.name === 'find');
+    expect(marked?.attributes).toMatchObject({ 'error.type': 'timeout', 'lifeline.deadline.exceeded': true });
+    expect(unmarked?.attributes['lifeline.deadline.exceeded']).toBeUndefined();
   });
 });
