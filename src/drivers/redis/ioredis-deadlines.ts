@@ -112,7 +112,9 @@ export function installIoredisDeadlines(options: DeadlinePolicyOptions = {}): In
       file: 'built/Pipeline.js',
       patch(exports) {
         const prototype = (exports as { default?: { prototype?: object } }).default?.prototype;
-        return prototype === undefined ? undefined : wrapMethod<AddToPipeline>(prototype, 'sendCommand', 'lifeline.ioredis', boundAddToPipeline);
+        return prototype === undefined
+          ? undefined
+          : wrapMethod<AddToPipeline>(prototype, 'sendCommand', 'lifeline.ioredis', boundAddToPipeline);
       },
     },
   ]);
@@ -182,8 +184,7 @@ function boundSendCommand(original: SendCommand): SendCommand {
 function boundAddToPipeline(original: AddToPipeline): AddToPipeline {
   return function sendCommand(this: IoPipeline, command: IoCommand | undefined): unknown {
     const rules = policy;
-    if (rules === undefined || typeof command !== 'object' || command[CALL] !== undefined)
-      return original.call(this, command);
+    if (rules === undefined || typeof command !== 'object' || command[CALL] !== undefined) return original.call(this, command);
     const deadline = driverDeadline(rules, () => ioredisAttributes(this.redis, command));
     if (deadline === undefined) return original.call(this, command);
     const call = new CommandCall(command, deadline, this.redis, true);

@@ -180,8 +180,7 @@ function isHandshake(options: QueueOptions | undefined): boolean {
 function boundAddCommand(original: AddCommand): AddCommand {
   return function addCommand(this: Queue, args: Arg[], options?: QueueOptions): Promise<unknown> {
     const rules = policy;
-    if (rules === undefined || !Array.isArray(args) || args.length === 0 || isHandshake(options))
-      return original.call(this, args, options);
+    if (rules === undefined || !Array.isArray(args) || args.length === 0 || isHandshake(options)) return original.call(this, args, options);
     const active = context.active();
     const connection = connections.get(this);
     const deadline = driverDeadline(rules, () => nodeRedisAttributes(connection, args), active);
