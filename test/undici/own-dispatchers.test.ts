@@ -18,7 +18,7 @@ import { answersOk, neverAnswers, serve, stallsBody, stallsHandshake, type TestS
 /**
  * The app's own undici dispatchers (not the global one): lifeline puts the deadline on them in
  * every undici copy, here undici 8 (`undici`, loaded by this file's import before the install) and
- * undici 7 (`undici7`, an npm alias, required after it).
+ * undici 7 (`undici7`, an npm alias, imported after it).
  */
 
 /** How late past its deadline a cut call may end: the deadline timer's own slack on a loaded machine. */
@@ -59,7 +59,8 @@ beforeAll(async () => {
   earlyPool = new undici8.Pool(silent.url);
   undici7LoadedBeforeInstall = Object.keys(requireHere.cache).some((file) => file.includes('/node_modules/undici7/'));
   installed = installDispatcherDeadlines({ ...POLICY, packages: ['undici', 'undici7'] });
-  undici7 = requireHere('undici7') as typeof Undici7; // loaded after the install
+  // Loaded after the install, from an ES module (a CommonJS package: its files still come through `require`).
+  undici7 = await import('undici7');
   copies['undici 8'] = () => undici8;
   copies['undici 7'] = () => undici7 as unknown as Copy;
 });
