@@ -38,7 +38,8 @@ type DispatchOptions = Dispatcher.DispatchOptions & { [key: symbol]: unknown };
  * with a `DeadlineExceededError`, and sends the deadline as `x-request-timeout-ms` to the hosts of
  * `deadlineHeaderHosts`. A request nothing bounds gets at most `headersTimeoutMs` for a connection
  * and, once it has been sent in full, as long for its response head (unless it set undici's own
- * `headersTimeout`); other requests pass through untouched.
+ * `headersTimeout`); other requests pass through unbounded, their options copied with lifeline's
+ * mark ({@link DEADLINE_DECIDED}) so that no dispatcher below bounds them either.
  * @example `new Agent().compose(deadlineInterceptor({ defaultTimeoutMs: 10_000 }))`
  */
 export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispatcher.DispatcherComposeInterceptor {
