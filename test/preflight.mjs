@@ -1,6 +1,6 @@
 // What the fault and e2e suites need from the machine, checked before any test starts: each missing
 // thing is one line saying what it is and how `bash .ci/run` provides it, instead of a stack trace
-// minutes into the run. Usage: node test/preflight.mjs faults|e2e
+// minutes into the run. Usage: node test/preflight.mjs faults|e2e|db
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 
@@ -14,6 +14,8 @@ const readOr = (path) => {
 };
 const has = (command, args = ['--version']) => spawnSync(command, args, { stdio: 'ignore' }).status === 0;
 const jaegerBuilt = () => spawnSync('bash', ['-c', 'ls .cache/bin/jaeger-* >/dev/null 2>&1']).status === 0;
+const DB_PACKAGES =
+  'install the Debian packages postgresql mariadb-server redis-server (apt-get install postgresql mariadb-server redis-server), as .ci/run does';
 const collectorBuilt = () => spawnSync('bash', ['-c', 'ls .cache/bin/lifeline-otelcol-* >/dev/null 2>&1']).status === 0;
 
 /** [what, present, how .ci/run provides it] */
@@ -48,6 +50,26 @@ const needs = {
       'Chromium (the Jaeger UI test)',
       () => existsSync(process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'),
       ".ci/run installs Debian's chromium (apt-get install chromium), or set CHROMIUM_PATH",
+    ],
+  ],
+  // The servers test/support/databases.ts starts (the same paths).
+  db: [
+    [
+      'PostgreSQL 15 (/usr/lib/postgresql/15/bin/initdb, postgres; psql)',
+      () => ['/usr/lib/postgresql/15/bin/initdb', '/usr/lib/postgresql/15/bin/postgres', '/usr/bin/psql'].every((path) => existsSync(path)),
+      DB_PACKAGES,
+    ],
+    [
+      'MariaDB (mariadb-install-db, mariadbd, mariadb)',
+      () => ['/usr/bin/mariadb-install-db', '/usr/sbin/mariadbd', '/usr/bin/mariadb'].every((path) => existsSync(path)),
+      DB_PACKAGES,
+    ],
+    ['Redis (redis-server)', () => existsSync('/usr/bin/redis-server'), DB_PACKAGES],
+    ['setpriv (util-linux: servers die with the test process)', () => has('setpriv', ['--version']), 'install util-linux'],
+    [
+      'the postgres system user (PostgreSQL refuses to run as root)',
+      () => process.getuid?.() !== 0 || spawnSync('id', ['-u', 'postgres'], { stdio: 'ignore' }).status === 0,
+      DB_PACKAGES,
     ],
   ],
 };
