@@ -107,8 +107,9 @@ beforeAll(async () => {
   });
 }, 60_000);
 afterAll(async () => {
-  await lifeline?.shutdown();
-  await server?.stop();
+  // Either is missing when beforeAll failed part-way.
+  await (lifeline as Lifeline | undefined)?.shutdown();
+  await (server as RedisServer | undefined)?.stop();
 });
 
 /** Polls until `probe` is true, for at most `ms`. */
@@ -159,7 +160,9 @@ async function silentServer(port = 0): Promise<{ port: number; received: () => s
     close: () =>
       new Promise((resolve) => {
         for (const socket of sockets) socket.destroy();
-        silent.close(() => resolve());
+        silent.close(() => {
+          resolve();
+        });
       }),
   };
 }
