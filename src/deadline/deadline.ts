@@ -129,7 +129,9 @@ export function withDeadline<T>(at: number | Date, fn: () => T): T {
 }
 
 /**
- * Runs `fn` with a deadline `ms` milliseconds from now (never later than the current one).
+ * Runs `fn` with a deadline `ms` milliseconds from now (never later than the current one). A lazy
+ * thenable `fn` returns (a knex query builder, a Prisma query) is started inside the deadline, and a
+ * promise of its result is returned.
  * @throws LifelineError `ERR_INVALID_OPTION` when `ms` is negative or not finite.
  *
  * @example
@@ -183,7 +185,20 @@ function runWithDeadline<T>(at: number, monotonicAt: number, source: DeadlineSou
   if (!shrinks(current, monotonicAt)) return fn();
   // No release when fn settles: most scopes never create a timer, and waiting on every result
   // would cost a promise per call on the hottest path. A signal read here lives to the deadline.
-  return context.with(contextWithDeadline(active, new DeadlineScope(at, source, monotonicAt)), fn);
+  return context.with(contextWithDeadline(active, new DeadlineScope(at, source, monotonicAt)), () => startedHere(fn()));
+}
+
+/**
+ * `result`, with a lazy thenable (a knex or Sequelize query builder, a Prisma query: their work starts
+ * on `.then`) started now, inside the deadline's context, and a promise of it returned in its
+ * place. Left alone, its `.then` would be called by the caller's `await`, outside the deadline,
+ * and the query it sends would have none.
+ */
+function startedHere<T>(result: T): T {
+  if (result instanceof Promise || !isThenable(result)) return result;
+  return new Promise((resolve, reject) => {
+    result.then(resolve, reject);
+  }) as T;
 }
 
 /** How a piece of work ended. */

@@ -20,6 +20,21 @@ describe('deadline scopes (README: Deadlines on every remote call)', () => {
     expect(currentDeadline()).toBeUndefined();
   });
 
+  it('a lazy thenable (a query builder: its work starts on .then) runs inside the deadline, once', async () => {
+    let runs = 0;
+    const builder = {
+      then(resolve: (value: unknown) => void) {
+        runs++;
+        resolve(currentDeadline()?.source);
+      },
+    };
+    // Without this the builder's `.then` is called by the caller's await, outside the scope.
+    expect(await withTimeout(5_000, () => builder)).toBe('scope');
+    expect(runs).toBe(1);
+    const promise = Promise.resolve(1);
+    expect(withTimeout(5_000, () => promise)).toBe(promise);
+  });
+
   it('deadlines only shrink when nested', () => {
     const now = Date.now();
     withDeadline(now + 1_000, () => {
