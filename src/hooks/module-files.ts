@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import { sep } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import { Hook } from 'require-in-the-middle';
 
 /** A change to one file of a package, made to every copy of it the process loads. */
@@ -52,8 +52,10 @@ export function patchModuleFiles(patches: readonly ModuleFilePatch[]): PatchedMo
   }
   const byName = new Map(patches.map((patch) => [`${patch.module}/${patch.file}`, patch]));
   const hook = new Hook([...new Set(patches.map((patch) => patch.module))], { internals: true }, (exports, name, basedir) => {
-    const patch = byName.get(name.split(sep).join('/'));
-    if (patch !== undefined && basedir !== undefined) apply(patch, exports, basedir);
+    if (basedir === undefined) return exports;
+    // A package's main file is reported by the package's name alone (`pg-pool`, not `pg-pool/index.js`).
+    const patch = byName.get(name.split(sep).join('/')) ?? (byName.has(name) ? undefined : byName.get(`${name}/${mainFile(basedir)}`));
+    if (patch !== undefined) apply(patch, exports, basedir);
     return exports;
   });
   let installed = true;
@@ -65,6 +67,17 @@ export function patchModuleFiles(patches: readonly ModuleFilePatch[]): PatchedMo
       for (const restore of undo.splice(0).reverse()) restore();
     },
   };
+}
+
+/** The package's main file, relative to its directory, with `/`; '' when it cannot be resolved. */
+function mainFile(packageDir: string): string {
+  try {
+    return relative(packageDir, createRequire(join(packageDir, 'package.json')).resolve(packageDir))
+      .split(sep)
+      .join('/');
+  } catch {
+    return '';
+  }
 }
 
 /** Marks lifeline's wrappers, so that a second install (another lifeline copy too) wraps no wrapper of its own kind. */

@@ -132,7 +132,12 @@ function operationOf(text: unknown): string | undefined {
   return typeof text === 'string' ? /^\s*([A-Za-z]+)/.exec(text)?.[1]?.toUpperCase() : undefined;
 }
 
-function pgAttributes(host: string | undefined, port: number | string | undefined, database: string | undefined, text?: unknown): RequestAttributes {
+function pgAttributes(
+  host: string | undefined,
+  port: number | string | undefined,
+  database: string | undefined,
+  text?: unknown,
+): RequestAttributes {
   const attributes: Record<string, string | number> = { 'db.system.name': 'postgresql' };
   if (host !== undefined) attributes['server.address'] = host;
   if (port !== undefined) attributes['server.port'] = Number(port);
@@ -378,9 +383,9 @@ function boundConnect(original: Connect): Connect {
       this,
     );
     runUnderDeadline(deadline, active, () =>
-      original.call(this, (error: unknown) => {
+      original.call(this, (error: unknown, client?: unknown) => {
         timer.cancel();
-        settle(error);
+        settle(error, client); // pg passes the client too (knex reads it)
       }),
     );
     return result;
@@ -424,13 +429,16 @@ function boundPoolConnect(original: PoolConnect): PoolConnect {
         settled = true;
         // Leave the queue of waiters (pg-pool's own connectionTimeoutMillis does the same).
         const queue = pool._pendingQueue;
-        const index = queue?.findIndex((item) => item.callback === waiter) ?? -1;
+        const index = queue === undefined || queued === undefined ? -1 : queue.indexOf(queued);
         if (index !== -1) queue?.splice(index, 1);
         settle(deadlineError(deadline));
       },
       this,
     );
+    const waiting = this._pendingQueue?.length ?? 0;
     runUnderDeadline(deadline, active, () => original.call(this, waiter));
+    // The waiter pg-pool queued, if it did (by position: OpenTelemetry's instrumentation wraps the callback).
+    const queued = (this._pendingQueue?.length ?? 0) > waiting ? this._pendingQueue?.at(-1) : undefined;
     return result;
   };
 }

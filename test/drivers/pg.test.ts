@@ -1,0 +1,248 @@
+import { SpanStatusCode } from '@opentelemetry/api';
+import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
+import { createRequire } from 'node:module';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isDeadlineExceeded, withTimeout } from '../../src/index.js';
+import type { Lifeline } from '../../src/sdk/index.js';
+import { lateness } from '../support/clients.js';
+import { startPostgres, type PostgresServer } from '../support/databases.js';
+import { endedClientSpan, startInMemoryLifeline } from '../support/tracing.js';
+
+/**
+ * node-postgres under lifeline, against a real PostgreSQL: each way a query gets stuck (a row
+ * lock, a slow statement, an exhausted pool) ends at its deadline for the caller, the server stops
+ * running it, and the pool stays whole.
+ */
+const DEADLINE_MS = 300;
+/** How late past its deadline a cut call may end: scheduling on a loaded 2-core machine, not a hang. */
+const LATE_MS = 50;
+
+const require = createRequire(import.meta.url);
+type Pg = typeof import('pg');
+let pg: Pg;
+let server: PostgresServer | undefined;
+let lifeline: Lifeline | undefined;
+const exporter = new InMemorySpanExporter();
+
+beforeAll(async () => {
+  const started = await startPostgres();
+  server = started;
+  lifeline = await startInMemoryLifeline(exporter, {
+    instrumentations: [new PgInstrumentation()],
+    deadlines: { policy: [{ match: { 'db.system.name': 'postgresql', 'db.operation.name': 'WITH' }, timeoutMs: 200 }] },
+  });
+  // Loaded after lifeline started, as in register mode.
+  pg = require('pg') as Pg;
+  const setup = new pg.Client(config());
+  await setup.connect();
+  await setup.query('CREATE TABLE IF NOT EXISTS rows (id int PRIMARY KEY, v int); INSERT INTO rows VALUES (1, 0) ON CONFLICT DO NOTHING');
+  await setup.end();
+}, 60_000);
+afterAll(async () => {
+  await lifeline?.shutdown();
+  await server?.stop();
+});
+
+function postgres(): PostgresServer {
+  if (server === undefined) throw new Error('PostgreSQL did not start');
+  return server;
+}
+const config = () => {
+  const { host, port, user, password, database } = postgres();
+  return { host, port, user, password, database };
+};
+
+/** Backends running a statement that contains `marker` (but not this probe's own). */
+async function running(marker: string): Promise<number> {
+  const rows = await postgres().admin(
+    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%${marker}%' AND query NOT LIKE '%pg_stat_activity%'`,
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+/** Polls until `probe` is true, for at most `ms`. */
+async function eventually(probe: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const until = performance.now() + ms;
+  for (;;) {
+    if (await probe()) return true;
+    if (performance.now() > until) return false;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe('pg: ended at the deadline, on the server too', () => {
+  it('pool.query on pg_sleep: the caller is freed at the deadline and the backend stops', async () => {
+    const pool = new pg.Pool({ ...config(), max: 2 });
+    try {
+      const marker = `sleep_${String(Date.now())}`;
+      const { error, lateMs } = await lateness(DEADLINE_MS, () => pool.query(`SELECT pg_sleep(30) AS ${marker}`));
+      expect(isDeadlineExceeded(error)).toBe(true);
+      expect(lateMs).toBeLessThan(LATE_MS);
+      expect(await eventually(async () => (await running(marker)) === 0, 1_000)).toBe(true);
+      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => pool.query('SELECT $1::int AS n', [i])));
+      expect(answers.map((result) => (result.rows[0] as { n: number }).n)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('a checked-out client waiting on a row lock: cancelled on the server, and the client serves the next query', async () => {
+    const holder = new pg.Client(config());
+    const waiter = new pg.Client(config());
+    await holder.connect();
+    await waiter.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT * FROM rows WHERE id = 1 FOR UPDATE');
+      const marker = `lock_${String(Date.now())}`;
+      const { error, lateMs } = await lateness(DEADLINE_MS, () => waiter.query(`SELECT id AS ${marker} FROM rows WHERE id = 1 FOR UPDATE`));
+      expect(isDeadlineExceeded(error)).toBe(true);
+      expect(lateMs).toBeLessThan(LATE_MS);
+      expect(await eventually(async () => (await running(marker)) === 0, 1_000)).toBe(true);
+      // The same connection answers its next query with that query's result, not the cancelled one's.
+      expect((await waiter.query('SELECT 42 AS answer')).rows).toEqual([{ answer: 42 }]);
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+      await waiter.end();
+    }
+  });
+
+  it('an exhausted pool: the waiter leaves the queue at its deadline, nothing is left waiting', async () => {
+    const pool = new pg.Pool({ ...config(), max: 1 });
+    const busy = await pool.connect();
+    try {
+      const { error, lateMs } = await lateness(DEADLINE_MS, () => pool.query('SELECT 1'));
+      expect(isDeadlineExceeded(error)).toBe(true);
+      expect(lateMs).toBeLessThan(LATE_MS);
+      expect(pool.waitingCount).toBe(0);
+    } finally {
+      busy.release();
+    }
+    expect((await pool.query('SELECT 2 AS n')).rows).toEqual([{ n: 2 }]);
+    await pool.end();
+  });
+
+  it('a policy rule matching db.operation.name bounds the statement it names, and only that one', async () => {
+    const client = new pg.Client(config());
+    await client.connect();
+    try {
+      const started = performance.now();
+      const error = await client.query('WITH s AS (SELECT pg_sleep(5)) SELECT * FROM s').catch((err: unknown) => err);
+      expect(isDeadlineExceeded(error)).toBe(true);
+      expect(performance.now() - started).toBeLessThan(200 + 1_000);
+      expect((await client.query('SELECT pg_sleep(0.3), 1 AS n')).rows[0]).toMatchObject({ n: 1 });
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('the client span is marked: deadline attributes, error.type timeout, exceeded', async () => {
+    const client = new pg.Client(config());
+    await client.connect();
+    try {
+      const marker = `span_${String(Date.now())}`;
+      await withTimeout(DEADLINE_MS, () => client.query(`SELECT pg_sleep(10) AS ${marker}`)).catch(() => undefined);
+      const span = await endedClientSpan(
+        () => exporter.getFinishedSpans(),
+        (s) =>
+          [s.attributes['db.query.text'], s.attributes['db.statement']].some((text) => typeof text === 'string' && text.includes(marker)),
+      );
+      expect(span?.attributes).toMatchObject({
+        'lifeline.deadline.source': 'scope',
+        'error.type': 'timeout',
+        'lifeline.deadline.exceeded': true,
+      });
+      expect(span?.status.code).toBe(SpanStatusCode.ERROR);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('a query that ends first leaves no timer behind, and the promise and callback forms answer as without lifeline', async () => {
+    const client = new pg.Client(config());
+    await client.connect();
+    try {
+      const timers = async () => {
+        await new Promise((resolve) => setImmediate(resolve));
+        return process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+      };
+      const before = await timers();
+      const rows = await withTimeout(5_000, () => client.query('SELECT 1 AS n'));
+      expect(rows.rows).toEqual([{ n: 1 }]);
+      const viaCallback = await withTimeout(
+        5_000,
+        () =>
+          new Promise((resolve, reject) => {
+            client.query('SELECT $1::text AS t', ['x'], (err: Error | undefined, result: { rows: unknown[] }) => {
+              if (err) reject(err);
+              else resolve(result.rows);
+            });
+          }),
+      );
+      expect(viaCallback).toEqual([{ t: 'x' }]);
+      const statement = { text: 'SELECT $1::int AS n', values: [7] };
+      await withTimeout(5_000, () => client.query(statement));
+      // pg writes the callback into the object it is given: the app's own object stays as it was.
+      expect(Object.keys(statement)).toEqual(['text', 'values']);
+      expect(await timers()).toBeLessThanOrEqual(before);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('1,000 deadline-ended queries on a pool of 10 leave 10 usable connections and nothing waiting', async () => {
+    const pool = new pg.Pool({ ...config(), max: 10 });
+    try {
+      for (let round = 0; round < 100; round++) {
+        const ended = await Promise.all(
+          Array.from({ length: 10 }, () => withTimeout(20, () => pool.query('SELECT pg_sleep(5)')).catch((err: unknown) => err)),
+        );
+        expect(ended.every(isDeadlineExceeded)).toBe(true);
+      }
+      expect(await eventually(async () => (await running('pg_sleep(5)')) === 0, 3_000)).toBe(true);
+      expect(pool.waitingCount).toBe(0);
+      const clients = await Promise.all(Array.from({ length: 10 }, () => pool.connect()));
+      const pids = await Promise.all(
+        clients.map(async (c) => (await c.query('SELECT pg_backend_pid() AS pid')).rows[0] as { pid: number }),
+      );
+      expect(new Set(pids.map((p) => p.pid)).size).toBe(10);
+      for (const c of clients) c.release();
+    } finally {
+      await pool.end();
+    }
+  }, 120_000);
+});
+
+describe('pg: through the ORMs on it', () => {
+  it('knex: the error the app sees is recognised and the backend stops', async () => {
+    const knex = (require('knex') as typeof import('knex').knex)({ client: 'pg', connection: config(), pool: { min: 0, max: 2 } });
+    try {
+      const marker = `knex_${String(Date.now())}`;
+      const { error, lateMs } = await lateness(DEADLINE_MS, () => knex.raw(`SELECT pg_sleep(30) AS ${marker}`));
+      expect(isDeadlineExceeded(error)).toBe(true);
+      expect(lateMs).toBeLessThan(LATE_MS);
+      expect(await eventually(async () => (await running(marker)) === 0, 1_000)).toBe(true);
+      expect((await knex.raw<{ rows: unknown[] }>('SELECT 5 AS n')).rows).toEqual([{ n: 5 }]);
+    } finally {
+      await knex.destroy();
+    }
+  });
+
+  it('Sequelize: its DatabaseError is recognised and the backend stops', async () => {
+    const { Sequelize } = require('sequelize') as typeof import('sequelize');
+    const { host, port, user, password, database } = config();
+    const sequelize = new Sequelize(database, user, password, { host, port, dialect: 'postgres', logging: false, pool: { max: 2 } });
+    try {
+      const marker = `sequelize_${String(Date.now())}`;
+      const { error, lateMs } = await lateness(DEADLINE_MS, () => sequelize.query(`SELECT pg_sleep(30) AS ${marker}`));
+      expect(isDeadlineExceeded(error)).toBe(true);
+      expect(lateMs).toBeLessThan(LATE_MS);
+      expect(await eventually(async () => (await running(marker)) === 0, 1_000)).toBe(true);
+      expect((await sequelize.query('SELECT 6 AS n'))[0]).toEqual([{ n: 6 }]);
+    } finally {
+      await sequelize.close();
+    }
+  });
+});
