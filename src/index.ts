@@ -61,6 +61,8 @@ export {
 export { DEFAULT_SECRET_WORDS, REDACTED, RedactionSpanProcessor, type RedactionOptions } from './redaction/index.js';
 export { type DeadlineHeaderHosts, type DeadlinePolicyOptions, type DeadlineRule, type RuleValue } from './policy/index.js';
 export { installHttpDeadlines, type InstalledHttpDeadlines } from './http/index.js';
+export { installHttp2Deadlines, type InstalledHttp2Deadlines } from './http2/index.js';
+export { installDriverDeadlines, type InstalledDriverDeadlines } from './drivers/index.js';
 export { grpcDeadlineInterceptor, type GrpcCallOptions } from './grpc/index.js';
 export {
   deadlineInterceptor,

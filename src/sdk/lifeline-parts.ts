@@ -9,6 +9,8 @@ import { MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
 import { policyDeadlineOf, trackHttpServers } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
 import { installDriverDeadlines, type InstalledDriverDeadlines } from '../drivers/index.js';
+import { installHttp2Deadlines, type InstalledHttp2Deadlines } from '../http2/index.js';
+import { installDispatcherDeadlines, type InstalledDispatcherDeadlines } from '../undici/index.js';
 import { SELF_COMPONENT } from '../health/index.js';
 import {
   findPortHolder,
@@ -293,6 +295,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       let dispatcher: InstalledDeadlineDispatcher | undefined;
       let httpDeadlines: InstalledHttpDeadlines | undefined;
       let driverDeadlines: InstalledDriverDeadlines | undefined;
+      let http2Deadlines: InstalledHttp2Deadlines | undefined;
+      let ownDispatchers: InstalledDispatcherDeadlines | undefined;
       let probe: ProbeServer | undefined;
       let member: MemberReporter | undefined;
       let watchdog: Watchdog | undefined;
@@ -304,7 +308,10 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       try {
         if (deadlines !== false) {
           dispatcher = installDeadlineDispatcher(deadlines);
+          // The app's own Pools, Clients and Agents (of any undici copy); the global one is bounded once, by `dispatcher`.
+          ownDispatchers = installDispatcherDeadlines(deadlinePolicy);
           httpDeadlines = installHttpDeadlines(deadlinePolicy);
+          http2Deadlines = installHttp2Deadlines(deadlinePolicy);
           driverDeadlines = installDriverDeadlines(deadlinePolicy);
         }
         watchdog = early ? earlyWatchdog : makeWatchdog();
@@ -332,6 +339,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         dispatcher?.uninstall();
         httpDeadlines?.uninstall();
         driverDeadlines?.uninstall();
+        http2Deadlines?.uninstall();
+        ownDispatchers?.uninstall();
         grpcDeadlines?.disable();
         running = false;
         throw err;
@@ -356,7 +365,17 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
               dispatcher?.uninstall();
               httpDeadlines?.uninstall();
               driverDeadlines?.uninstall();
+              http2Deadlines?.uninstall();
+              ownDispatchers?.uninstall();
+              ownDispatchers?.uninstall();
+              http2Deadlines?.uninstall();
+              ownDispatchers?.uninstall();
               driverDeadlines?.uninstall();
+              http2Deadlines?.uninstall();
+              ownDispatchers?.uninstall();
+              ownDispatchers?.uninstall();
+              http2Deadlines?.uninstall();
+              ownDispatchers?.uninstall();
               // NodeSDK's shutdown leaves instrumentations enabled: lifeline disables its own.
               grpcDeadlines?.disable();
               // Shutdown goes on whatever one part says; what failed is said.
