@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { createRequire } from 'node:module';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { startMariadb, startPostgres, startRedis } from '../support/databases.js';
@@ -17,6 +17,10 @@ const require = createRequire(import.meta.url);
 function running(pid: number): boolean {
   const state = spawnSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' }).stdout.trim();
   return state !== '' && !state.startsWith('Z');
+}
+
+function processUser(pid: number): string {
+  return spawnSync('ps', ['-o', 'user=', '-p', String(pid)], { encoding: 'utf8' }).stdout.trim();
 }
 
 /** The pid of the process listening on `port` (the server, not a wrapper that started it). */
@@ -59,6 +63,10 @@ describe('database servers for driver tests', () => {
     expect(sessions).toEqual([{ usename: server.user }]);
     await expect(server.admin('SELECT * FROM no_such_table')).rejects.toThrow(/no_such_table/);
     expect(await server.admin('SHOW max_connections')).toEqual([{ max_connections: '100' }]);
+    // The data directory is a copy of a template without template0: databases still come from template1.
+    await server.admin('CREATE DATABASE another');
+    // PostgreSQL refuses root: as root it runs as the postgres user, otherwise as the test's user.
+    expect(processUser(pid)).toBe(process.getuid?.() === 0 ? 'postgres' : userInfo().username);
 
     await client.end();
     await server.stop();
