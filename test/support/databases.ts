@@ -9,7 +9,7 @@
  */
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { appendFileSync, chownSync, existsSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer, type AddressInfo } from 'node:net';
+import { connect, createServer, Socket, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -407,10 +407,17 @@ async function listenWithRetry(name: string, dir: string, command: (port: number
       const timer = setTimeout(() => {
         resolve(new Error(`${name} not ready after ${READY_MS} ms:\n${output.slice(-4000)}`));
       }, READY_MS);
+      let isReady = false;
       const onData = (chunk: string): void => {
-        appendFileSync(log, chunk);
-        output += chunk;
+        try {
+          appendFileSync(log, chunk);
+        } catch {
+          // The server's last lines after stop() removed its directory.
+        }
+        if (isReady) return;
+        output = (output + chunk).slice(-64 * 1024);
         if (ready.test(output)) {
+          isReady = true;
           clearTimeout(timer);
           resolve('ready');
         }
@@ -428,7 +435,13 @@ async function listenWithRetry(name: string, dir: string, command: (port: number
         );
       });
     });
-    if (outcome === 'ready') return { child, port };
+    if (outcome === 'ready') {
+      // A server a test forgot to stop does not keep its process alive: the exit hook and the
+      // parent-death signal end it.
+      child.unref();
+      for (const stream of [child.stdout, child.stderr]) if (stream instanceof Socket) stream.unref();
+      return { child, port };
+    }
     await kill(child, 'SIGKILL');
     live.delete(child);
     if (outcome === 'in-use' && attempt < PORT_TRIES) continue;
