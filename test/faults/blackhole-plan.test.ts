@@ -3,16 +3,20 @@ import type { Server as GrpcServer } from '@grpc/grpc-js';
 import type { ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { createServer, type Server } from 'node:http';
+import { connect, createServer as createNetServer, type Server as NetServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, stopChild } from '../support/node.js';
 import { createTestHost, type TestHost } from '../support/netns.js';
+import { startPostgres, startRedis, type PostgresServer, type RedisServer } from '../support/databases.js';
 
 // The seed system's test plan: blackhole the dependency, keep the probe port reachable; liveness
 // must stay green for the whole fault. FAULT_SECONDS shortens it for a quick local run.
 const FAULT_MS = Number(process.env.FAULT_SECONDS ?? 60) * 1_000;
 const DEP_PORT = 18_080; // below the ephemeral range, so no probe reply ever matches the DROP rule
 const DEP_GRPC_PORT = 18_081;
+const DEP_PG_PORT = 18_082;
+const DEP_REDIS_PORT = 18_083;
 const PROBE_PORT = 5_555;
 const INTERVAL_MS = 500;
 
@@ -29,6 +33,9 @@ interface Call {
 let host: TestHost;
 let dependency: Server;
 let grpcDependency: GrpcServer;
+let postgres: PostgresServer;
+let redis: RedisServer;
+const forwarders: NetServer[] = [];
 
 beforeAll(async () => {
   host = createTestHost();
@@ -36,13 +43,35 @@ beforeAll(async () => {
   dependency.keepAliveTimeout = 60_000;
   await new Promise<void>((resolve) => dependency.listen(DEP_PORT, host.localIp, resolve));
   grpcDependency = await startHelloServer(`${host.localIp}:${String(DEP_GRPC_PORT)}`);
-});
+  // The database servers listen on loopback: reached from the test host through the link, so the
+  // same DROP rule cuts them off.
+  [postgres, redis] = await Promise.all([startPostgres(), startRedis()]);
+  forwarders.push(await forward(host.localIp, DEP_PG_PORT, postgres.port), await forward(host.localIp, DEP_REDIS_PORT, redis.port));
+}, 60_000);
 afterAll(async () => {
   dependency.closeAllConnections();
   await new Promise((resolve) => dependency.close(resolve));
   grpcDependency.forceShutdown();
+  for (const forwarder of forwarders) forwarder.close();
+  await Promise.all([postgres.stop(), redis.stop()]);
   host.destroy();
 });
+
+/** A TCP forwarder on `ip:port` to a server on loopback `target`. */
+async function forward(ip: string, port: number, target: number): Promise<NetServer> {
+  const server = createNetServer((socket) => {
+    const upstream = connect(target, '127.0.0.1');
+    const close = () => {
+      socket.destroy();
+      upstream.destroy();
+    };
+    socket.on('error', close).on('close', close);
+    upstream.on('error', close).on('close', close);
+    socket.pipe(upstream).pipe(socket);
+  });
+  await new Promise<void>((resolve) => server.listen(port, ip, resolve));
+  return server;
+}
 
 /** The gRPC dependency: answers Hello at once (JSON messages). */
 async function startHelloServer(address: string): Promise<GrpcServer> {
@@ -76,6 +105,11 @@ function startService(env: NodeJS.ProcessEnv = {}): { child: ChildProcess; calls
   const child = host.spawn(process.execPath, ['--import', 'otel-lifeline/register', `${ROOT}/test/fixtures/blackhole-service.mjs`], {
     DEP_URL: `http://${host.localIp}:${DEP_PORT}/status`,
     DEP_GRPC: `${host.localIp}:${DEP_GRPC_PORT}`,
+    DEP_PG: `${host.localIp}:${DEP_PG_PORT}`,
+    DEP_REDIS: `${host.localIp}:${DEP_REDIS_PORT}`,
+    PG_USER: postgres.user,
+    PG_PASSWORD: postgres.password,
+    PG_DATABASE: postgres.database,
     LIFELINE_HEALTH_INTERVAL_MS: String(INTERVAL_MS),
     LIFELINE_PROBE_HOST: '0.0.0.0',
     LIFELINE_PROBE_PORT: String(PROBE_PORT),
@@ -169,6 +203,10 @@ const CLIENTS = [
   // A blackholed SYN is retransmitted by the kernel at growing intervals: a connect begun during
   // the blackhole completes up to ~15 s after the lift, then grpc-js's (short) backoff applies.
   { client: 'grpc', port: DEP_GRPC_PORT, recoveryMs: 30_000 },
+  // The same for a new database connection; mid-flight, a query cut on a kept connection is
+  // cancelled on a new one, which the blackhole also holds: the connection is retired.
+  { client: 'pg', port: DEP_PG_PORT, recoveryMs: 30_000 },
+  { client: 'ioredis', port: DEP_REDIS_PORT, recoveryMs: 30_000 },
 ] as const;
 
 describe.each(CLIENTS)(
