@@ -16,6 +16,7 @@ const has = (command, args = ['--version']) => spawnSync(command, args, { stdio:
 const jaegerBuilt = () => spawnSync('bash', ['-c', 'ls .cache/bin/jaeger-* >/dev/null 2>&1']).status === 0;
 const DB_PACKAGES =
   'install the Debian packages postgresql mariadb-server redis-server (apt-get install postgresql mariadb-server redis-server), as .ci/run does';
+const ferretdbBuilt = () => spawnSync('bash', ['-c', 'ls .cache/bin/ferretdb-* >/dev/null 2>&1']).status === 0;
 const collectorBuilt = () => spawnSync('bash', ['-c', 'ls .cache/bin/lifeline-otelcol-* >/dev/null 2>&1']).status === 0;
 
 /** [what, present, how .ci/run provides it] */
@@ -65,6 +66,11 @@ const needs = {
       DB_PACKAGES,
     ],
     ['Redis (redis-server)', () => existsSync('/usr/bin/redis-server'), DB_PACKAGES],
+    [
+      'Go, or FerretDB (the MongoDB-wire server) already built in .cache/bin',
+      () => ferretdbBuilt() || has('go', ['version']),
+      '.ci/run builds FerretDB from the Go module proxy (otel-collector/build-ferretdb.sh): install Go',
+    ],
     ['setpriv (util-linux: servers die with the test process)', () => has('setpriv', ['--version']), 'install util-linux'],
     [
       'the postgres system user (PostgreSQL refuses to run as root)',
@@ -74,6 +80,8 @@ const needs = {
   ],
 };
 
+// The blackhole plan's pg and ioredis phases run PostgreSQL and Redis of their own.
+needs.faults.push(...needs.db);
 const list = needs[suite];
 if (list === undefined) {
   console.error(`usage: node test/preflight.mjs ${Object.keys(needs).join('|')}`);
