@@ -15,6 +15,7 @@ const BENCHES = [
   'deadline',
   'many-calls',
   'http-clients',
+  'drivers',
   'probe-servers',
   'service',
   'sampling',

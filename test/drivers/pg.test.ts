@@ -124,6 +124,20 @@ describe('pg: ended at the deadline, on the server too', () => {
     await pool.end();
   });
 
+  it("a waiter served after another caller's query was cut runs under its own deadline, not that caller's", async () => {
+    const pool = new pg.Pool({ ...config(), max: 1 });
+    try {
+      // A is cut at 150 ms and its client retired; B, queued behind it, gets a new client made when
+      // A's slot frees, in A's (expired) context unless lifeline puts B's own back.
+      const a = withTimeout(150, () => pool.query('SELECT pg_sleep(5)')).catch((err: unknown) => err);
+      const b = withTimeout(5_000, () => pool.query('SELECT pg_sleep(0.3), 7 AS n'));
+      expect(isDeadlineExceeded(await a)).toBe(true);
+      expect((await b).rows[0]).toMatchObject({ n: 7 });
+    } finally {
+      await pool.end();
+    }
+  });
+
   it('a policy rule matching db.operation.name bounds the statement it names, and only that one', async () => {
     const client = new pg.Client(config());
     await client.connect();

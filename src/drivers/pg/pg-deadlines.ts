@@ -1,5 +1,5 @@
-import { context } from '@opentelemetry/api';
-import type { DeadlineTimer } from '../../deadline/index.js';
+import { context, type Context } from '@opentelemetry/api';
+import { contextWithoutDeadline, type DeadlineTimer } from '../../deadline/index.js';
 import { patchModuleFiles, wrapMethod, type PatchedModules } from '../../hooks/index.js';
 import { DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
 import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
@@ -59,6 +59,7 @@ interface PooledClient {
 type Query = (this: PgClient, ...args: unknown[]) => unknown;
 type Connect = (this: PgClient, ...args: unknown[]) => unknown;
 type PoolConnect = (this: PgPool, ...args: unknown[]) => unknown;
+type NewClient = (this: PgPool, pendingItem: object) => unknown;
 
 /** The policy of the install in force; `undefined` once uninstalled (a wrapper someone wrapped again stays in their chain). */
 let policy: DeadlinePolicy | undefined;
@@ -112,7 +113,14 @@ export function installPgDeadlines(options: DeadlinePolicyOptions = {}): Install
       file: 'index.js',
       patch(exports) {
         const prototype = (exports as { prototype?: object }).prototype;
-        return prototype === undefined ? undefined : wrapMethod<PoolConnect>(prototype, 'connect', 'lifeline.pg', boundPoolConnect);
+        if (prototype === undefined) return undefined;
+        const undo = [
+          wrapMethod<PoolConnect>(prototype, 'connect', 'lifeline.pg', boundPoolConnect),
+          wrapMethod<NewClient>(prototype, 'newClient', 'lifeline.pg', boundNewClient),
+        ];
+        return () => {
+          for (const restore of undo) restore?.();
+        };
       },
     },
   ]);
@@ -392,6 +400,23 @@ function boundConnect(original: Connect): Connect {
   };
 }
 
+/** True while a bounded `Pool#connect` runs: a client it makes at once is made in its caller's context. */
+let connecting = false;
+/** The caller's context of each waiter a bounded `Pool#connect` queued. */
+const waiterContexts = new WeakMap<object, Context>();
+
+/**
+ * pg-pool makes the client for a queued waiter when a slot frees, in the context of whoever freed it:
+ * the connect is bounded by the waiter's own deadline, or by none, never by a stranger's.
+ */
+function boundNewClient(original: NewClient): NewClient {
+  return function newClient(this: PgPool, pendingItem: object): unknown {
+    if (connecting || policy === undefined) return original.call(this, pendingItem);
+    const owner = waiterContexts.get(pendingItem) ?? contextWithoutDeadline(context.active());
+    return context.with(owner, () => original.call(this, pendingItem));
+  };
+}
+
 function boundPoolConnect(original: PoolConnect): PoolConnect {
   return function connect(this: PgPool, ...args: unknown[]): unknown {
     const callback = args[0] as ((error: unknown, client?: PooledClient, done?: unknown) => void) | undefined;
@@ -420,7 +445,11 @@ function boundPoolConnect(original: PoolConnect): PoolConnect {
       }
       settled = true;
       timer.cancel();
-      settle(error, client, done);
+      // pg-pool hands a freed client over in the context of whoever freed it: back to the caller's
+      // (pool.query's own client.query runs in there, and must get its caller's deadline, not theirs).
+      runUnderDeadline(deadline, active, () => {
+        settle(error, client, done);
+      });
     };
     const timer = armDeadline(
       deadline,
@@ -436,9 +465,20 @@ function boundPoolConnect(original: PoolConnect): PoolConnect {
       this,
     );
     const waiting = this._pendingQueue?.length ?? 0;
-    runUnderDeadline(deadline, active, () => original.call(this, waiter));
+    const outer = connecting;
+    connecting = true;
+    let caller = active;
+    try {
+      runUnderDeadline(deadline, active, () => {
+        caller = context.active();
+        return original.call(this, waiter);
+      });
+    } finally {
+      connecting = outer;
+    }
     // The waiter pg-pool queued, if it did (by position: OpenTelemetry's instrumentation wraps the callback).
     const queued = (this._pendingQueue?.length ?? 0) > waiting ? this._pendingQueue?.at(-1) : undefined;
+    if (queued !== undefined) waiterContexts.set(queued, caller);
     return result;
   };
 }
