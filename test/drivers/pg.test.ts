@@ -185,6 +185,8 @@ describe('pg: ended at the deadline, on the server too', () => {
       const before = await timers();
       const rows = await withTimeout(5_000, () => client.query('SELECT 1 AS n'));
       expect(rows.rows).toEqual([{ n: 1 }]);
+      // 50 more: a timer left per query would show as 50 (other timers of the process come and go).
+      for (let i = 0; i < 50; i++) await withTimeout(5_000, () => client.query('SELECT 1'));
       const viaCallback = await withTimeout(
         5_000,
         () =>
@@ -200,7 +202,7 @@ describe('pg: ended at the deadline, on the server too', () => {
       await withTimeout(5_000, () => client.query(statement));
       // pg writes the callback into the object it is given: the app's own object stays as it was.
       expect(Object.keys(statement)).toEqual(['text', 'values']);
-      expect(await timers()).toBeLessThanOrEqual(before);
+      expect(await timers()).toBeLessThan(before + 10);
     } finally {
       await client.end();
     }

@@ -52,6 +52,7 @@ interface PgPool {
   readonly Promise: PromiseConstructor;
   readonly options: { host?: string; port?: number; database?: string };
   _pendingQueue?: { callback: unknown }[];
+  _idle?: unknown[];
 }
 interface PooledClient {
   release(error?: unknown): void;
@@ -245,23 +246,27 @@ class QueryCall {
     const client = call.#client;
     const query = call.#query;
     const queued = query === undefined ? -1 : client._queryQueue.indexOf(query);
-    if (queued !== -1)
-      client._queryQueue.splice(queued, 1); // never sent: nothing runs on the server
-    else if (query !== undefined && isOnTheWire(client, query)) endOnServer(client, query);
+    if (queued !== -1) client._queryQueue.splice(queued, 1); // never sent: nothing runs on the server
+    const sent = queued === -1 && query !== undefined && isOnTheWire(client, query);
+    // The caller first, then the server: the cancel's connection is set up after the caller has its error.
     call.#settle(deadlineError(call.#deadline));
+    if (sent) endOnServer(client, query);
   }
 }
 
 /** The query pg just made from `callback`: by its callback, else by where pg puts a new query. */
 function findQuery(client: PgClient, callback: Callback, queuedBefore: number): PgQuery | undefined {
+  // Where pg put it: sent at once (the client was idle), else the end of the queue.
+  const active = client._activeQuery;
+  if (active?.callback === callback) return active;
+  const queue = client._queryQueue;
+  if (queue.at(-1)?.callback === callback) return queue.at(-1);
   const sent = client._sentQueryQueue ?? [];
-  const candidates = [...client._queryQueue, ...sent];
-  if (client._activeQuery !== null) candidates.push(client._activeQuery);
-  const byCallback = candidates.find((query) => query.callback === callback);
+  const byCallback = queue.find((query) => query.callback === callback) ?? sent.find((query) => query.callback === callback);
   if (byCallback !== undefined) return byCallback;
   // pg wrapped the callback (its own `query_timeout`): the newest query is ours.
-  if (client._queryQueue.length > queuedBefore) return client._queryQueue.at(-1);
-  return sent.at(-1) ?? client._activeQuery ?? undefined;
+  if (queue.length > queuedBefore) return queue.at(-1);
+  return sent.at(-1) ?? active ?? undefined;
 }
 
 function isOnTheWire(client: PgClient, query: PgQuery): boolean {
@@ -444,26 +449,30 @@ function boundPoolConnect(original: PoolConnect): PoolConnect {
         return;
       }
       settled = true;
-      timer.cancel();
+      timer?.cancel();
       // pg-pool hands a freed client over in the context of whoever freed it: back to the caller's
       // (pool.query's own client.query runs in there, and must get its caller's deadline, not theirs).
       runUnderDeadline(deadline, active, () => {
         settle(error, client, done);
       });
     };
-    const timer = armDeadline(
-      deadline,
-      (pool: PgPool) => {
-        if (settled) return;
-        settled = true;
-        // Leave the queue of waiters (pg-pool's own connectionTimeoutMillis does the same).
-        const queue = pool._pendingQueue;
-        const index = queue === undefined || queued === undefined ? -1 : queue.indexOf(queued);
-        if (index !== -1) queue?.splice(index, 1);
-        settle(deadlineError(deadline));
-      },
-      this,
-    );
+    // An idle client serves this waiter on the next turn (pg-pool's pulse): nothing to bound.
+    const servedAtOnce = (this._idle?.length ?? 0) > (this._pendingQueue?.length ?? 0);
+    const timer = servedAtOnce
+      ? undefined
+      : armDeadline(
+          deadline,
+          (pool: PgPool) => {
+            if (settled) return;
+            settled = true;
+            // Leave the queue of waiters (pg-pool's own connectionTimeoutMillis does the same).
+            const queue = pool._pendingQueue;
+            const index = queue === undefined || queued === undefined ? -1 : queue.indexOf(queued);
+            if (index !== -1) queue?.splice(index, 1);
+            settle(deadlineError(deadline));
+          },
+          this,
+        );
     const waiting = this._pendingQueue?.length ?? 0;
     const outer = connecting;
     connecting = true;
