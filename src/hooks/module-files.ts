@@ -110,3 +110,21 @@ export function wrapMethod<F extends (...args: never[]) => unknown>(
     if (holder[name] === wrapper) holder[name] = original;
   };
 }
+
+/**
+ * {@link wrapMethod} for several methods of `target` at once: `wrappers` maps a method's name to its
+ * wrapper. Returns how to undo them all, or `undefined` when `target` is.
+ */
+export function wrapMethods(
+  target: object | undefined,
+  kind: string,
+  wrappers: Readonly<Record<string, (original: never) => unknown>>,
+): (() => void) | undefined {
+  if (target === undefined) return undefined;
+  const undo = Object.entries(wrappers).map(([name, wrap]) =>
+    wrapMethod(target, name, kind, wrap as (original: (...args: never[]) => unknown) => (...args: never[]) => unknown),
+  );
+  return () => {
+    for (const restore of undo) restore?.();
+  };
+}

@@ -1,1 +1,1 @@
-export { installMongoDeadlines, type InstalledMongoDeadlines } from './mongodb-deadlines.js';
+export { installMongoDeadlines } from './mongodb-deadlines.js';

@@ -1,14 +1,9 @@
 import { context } from '@opentelemetry/api';
 import { DeadlineExceededError, monotonicNow } from '../../deadline/index.js';
-import { patchModuleFiles, wrapMethod, type PatchedModules } from '../../hooks/index.js';
-import { DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
+import { wrapMethod } from '../../hooks/index.js';
+import type { CallDeadline, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
 import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
-
-/** The installed MongoDB deadlines, and the way back. */
-export interface InstalledMongoDeadlines {
-  /** Stops bounding new operations; those already bounded keep their deadline. Idempotent. */
-  uninstall(): void;
-}
+import { DriverInstall, type InstalledDriver } from '../driver-install.js';
 
 /** The parts of the driver's `MongoClient` lifeline reads (mongodb 6.13+, 7). */
 interface MongoClientLike {
@@ -48,9 +43,7 @@ const MAX_TIME_MS_EXPIRED = 50;
 /** The deadline of each operation's signal, where lifeline gave it one; read when its commands are sent. */
 const deadlines = new WeakMap<AbortSignal, CallDeadline>();
 
-/** The policy of the install in force; `undefined` once uninstalled (a wrapper someone wrapped again stays in their chain). */
-let policy: DeadlinePolicy | undefined;
-let patched: PatchedModules | undefined;
+const driver = new DriverInstall();
 
 /**
  * Bounds the MongoDB Node.js driver (`mongodb` 6.13+ and 7, and Mongoose, which sits on it) by the
@@ -82,11 +75,8 @@ let patched: PatchedModules | undefined;
  * await withTimeout(2_000, () => orders.find({ status: 'open' }).toArray()); // ends by 2 s, on the server too
  * ```
  */
-export function installMongoDeadlines(options: DeadlinePolicyOptions = {}): InstalledMongoDeadlines {
-  const installed = new DeadlinePolicy(options); // a bad policy throws before anything is patched
-  patched?.uninstall();
-  policy = installed;
-  const modules = patchModuleFiles([
+export function installMongoDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriver {
+  return driver.install(options, [
     {
       module: 'mongodb',
       file: 'lib/operations/execute_operation.js',
@@ -101,15 +91,6 @@ export function installMongoDeadlines(options: DeadlinePolicyOptions = {}): Inst
       },
     },
   ]);
-  patched = modules;
-  return {
-    uninstall() {
-      if (patched !== modules) return;
-      patched = undefined;
-      policy = undefined;
-      modules.uninstall();
-    },
-  };
 }
 
 function mongoAttributes(client: MongoClientLike, operation: Operation): RequestAttributes {
@@ -128,7 +109,7 @@ function mongoAttributes(client: MongoClientLike, operation: Operation): Request
 function boundExecute(original: ExecuteOperation): ExecuteOperation {
   return function executeOperation(this: unknown, ...args) {
     const [client, operation] = args;
-    const rules = policy;
+    const rules = driver.policy;
     const given = (operation as Operation | null | undefined)?.options;
     if (rules === undefined || typeof given !== 'object') return original.apply(this, args);
     const active = context.active();

@@ -1,1 +1,1 @@
-export { installPgDeadlines, type InstalledPgDeadlines } from './pg-deadlines.js';
+export { installPgDeadlines } from './pg-deadlines.js';

@@ -1,14 +1,9 @@
 import { context, type Context } from '@opentelemetry/api';
 import { contextWithoutDeadline, type DeadlineTimer } from '../../deadline/index.js';
-import { patchModuleFiles, wrapMethod, type PatchedModules } from '../../hooks/index.js';
-import { DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
+import { wrapMethods } from '../../hooks/index.js';
+import type { CallDeadline, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
 import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
-
-/** The installed PostgreSQL deadlines, and the way back. */
-export interface InstalledPgDeadlines {
-  /** Stops bounding new queries and connects; those already bounded keep their deadline. Idempotent. */
-  uninstall(): void;
-}
+import { DriverInstall, type InstalledDriver } from '../driver-install.js';
 
 /**
  * How long the server has to confirm a cancel: the cancelled query's connection is retired (closed,
@@ -62,9 +57,7 @@ type Connect = (this: PgClient, ...args: unknown[]) => unknown;
 type PoolConnect = (this: PgPool, ...args: unknown[]) => unknown;
 type NewClient = (this: PgPool, pendingItem: object) => unknown;
 
-/** The policy of the install in force; `undefined` once uninstalled (a wrapper someone wrapped again stays in their chain). */
-let policy: DeadlinePolicy | undefined;
-let patched: PatchedModules | undefined;
+const driver = new DriverInstall();
 
 /**
  * Bounds node-postgres (`pg` 8) by the deadline in the OpenTelemetry context, or the policy's,
@@ -89,51 +82,21 @@ let patched: PatchedModules | undefined;
  * await withTimeout(2_000, () => pool.query('SELECT * FROM orders WHERE id = $1', [id])); // ends by 2 s, on the server too
  * ```
  */
-export function installPgDeadlines(options: DeadlinePolicyOptions = {}): InstalledPgDeadlines {
-  const installed = new DeadlinePolicy(options); // a bad policy throws before anything is patched
-  patched?.uninstall();
-  policy = installed;
-  const modules = patchModuleFiles([
+export function installPgDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriver {
+  return driver.install(options, [
     {
       module: 'pg',
       file: 'lib/client.js',
-      patch(exports) {
-        const prototype = (exports as { prototype?: object }).prototype;
-        if (prototype === undefined) return undefined;
-        const undo = [
-          wrapMethod<Query>(prototype, 'query', 'lifeline.pg', boundQuery),
-          wrapMethod<Connect>(prototype, 'connect', 'lifeline.pg', boundConnect),
-        ];
-        return () => {
-          for (const restore of undo) restore?.();
-        };
-      },
+      patch: (exports) =>
+        wrapMethods((exports as { prototype?: object }).prototype, 'lifeline.pg', { query: boundQuery, connect: boundConnect }),
     },
     {
       module: 'pg-pool',
       file: 'index.js',
-      patch(exports) {
-        const prototype = (exports as { prototype?: object }).prototype;
-        if (prototype === undefined) return undefined;
-        const undo = [
-          wrapMethod<PoolConnect>(prototype, 'connect', 'lifeline.pg', boundPoolConnect),
-          wrapMethod<NewClient>(prototype, 'newClient', 'lifeline.pg', boundNewClient),
-        ];
-        return () => {
-          for (const restore of undo) restore?.();
-        };
-      },
+      patch: (exports) =>
+        wrapMethods((exports as { prototype?: object }).prototype, 'lifeline.pg', { connect: boundPoolConnect, newClient: boundNewClient }),
     },
   ]);
-  patched = modules;
-  return {
-    uninstall() {
-      if (patched !== modules) return;
-      patched = undefined;
-      policy = undefined;
-      modules.uninstall();
-    },
-  };
 }
 
 /** The statement's first word, as `db.operation.name` names it for SQL without a parser. */
@@ -159,7 +122,7 @@ function pgAttributes(
 function boundQuery(original: Query): Query {
   return function query(this: PgClient, ...args: unknown[]): unknown {
     const [config, values, callback] = args;
-    const rules = policy;
+    const rules = driver.policy;
     // Submittables (pg-cursor, pg-query-stream, a Query object) manage their own callbacks and rows.
     const plain =
       typeof config === 'string' ||
@@ -370,7 +333,7 @@ function retire(client: PgClient): void {
 function boundConnect(original: Connect): Connect {
   return function connect(this: PgClient, ...args: unknown[]): unknown {
     const callback = args[0] as Callback | undefined;
-    const rules = policy;
+    const rules = driver.policy;
     if (rules === undefined) return Reflect.apply(original, this, args);
     const active = context.active();
     const deadline = driverDeadline(rules, () => pgAttributes(this.host, this.port, this.database), active);
@@ -416,7 +379,7 @@ const waiterContexts = new WeakMap<object, Context>();
  */
 function boundNewClient(original: NewClient): NewClient {
   return function newClient(this: PgPool, pendingItem: object): unknown {
-    if (connecting || policy === undefined) return original.call(this, pendingItem);
+    if (connecting || driver.policy === undefined) return original.call(this, pendingItem);
     const owner = waiterContexts.get(pendingItem) ?? contextWithoutDeadline(context.active());
     return context.with(owner, () => original.call(this, pendingItem));
   };
@@ -425,7 +388,7 @@ function boundNewClient(original: NewClient): NewClient {
 function boundPoolConnect(original: PoolConnect): PoolConnect {
   return function connect(this: PgPool, ...args: unknown[]): unknown {
     const callback = args[0] as ((error: unknown, client?: PooledClient, done?: unknown) => void) | undefined;
-    const rules = policy;
+    const rules = driver.policy;
     if (rules === undefined || this.ending === true) return Reflect.apply(original, this, args);
     const active = context.active();
     const { host, port, database } = this.options;

@@ -1,15 +1,10 @@
 import type { DeadlinePolicyOptions } from '../../policy/index.js';
+import type { InstalledDriver } from '../driver-install.js';
 import { installIoredisDeadlines } from './ioredis-deadlines.js';
 import { installNodeRedisDeadlines } from './node-redis-deadlines.js';
 
-export { installIoredisDeadlines, type InstalledIoredisDeadlines } from './ioredis-deadlines.js';
-export { installNodeRedisDeadlines, type InstalledNodeRedisDeadlines } from './node-redis-deadlines.js';
-
-/** The installed Redis deadlines, and the way back. */
-export interface InstalledRedisDeadlines {
-  /** Stops bounding new commands of both clients; those already bounded keep their deadline. Idempotent. */
-  uninstall(): void;
-}
+export { installIoredisDeadlines } from './ioredis-deadlines.js';
+export { installNodeRedisDeadlines } from './node-redis-deadlines.js';
 
 /**
  * Bounds both Redis clients, ioredis and node-redis (`redis`, `@redis/client`), by the deadline in
@@ -25,7 +20,7 @@ export interface InstalledRedisDeadlines {
  * await withTimeout(300, () => redis.blpop('jobs', 0)); // rejects at 300 ms; the server stops waiting just after
  * ```
  */
-export function installRedisDeadlines(options: DeadlinePolicyOptions = {}): InstalledRedisDeadlines {
+export function installRedisDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriver {
   const installed = [installIoredisDeadlines(options), installNodeRedisDeadlines(options)];
   return {
     uninstall() {

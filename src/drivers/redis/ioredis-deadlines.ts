@@ -1,15 +1,10 @@
 import { context } from '@opentelemetry/api';
 import { contextWithoutDeadline, monotonicNow, type DeadlineTimer } from '../../deadline/index.js';
-import { patchModuleFiles, wrapMethod, type PatchedModules } from '../../hooks/index.js';
-import { DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
+import { wrapMethod } from '../../hooks/index.js';
+import type { CallDeadline, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
 import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
+import { DriverInstall, type InstalledDriver } from '../driver-install.js';
 import { blockingTimeoutOf, mayBlock, shortenedTimeout, type BlockingTimeout } from './blocking-timeout.js';
-
-/** The installed ioredis deadlines, and the way back. */
-export interface InstalledIoredisDeadlines {
-  /** Stops bounding new commands; those already bounded keep their deadline. Idempotent. */
-  uninstall(): void;
-}
 
 type Arg = string | Buffer;
 
@@ -53,9 +48,7 @@ type Connect = (this: IoClient, ...args: unknown[]) => unknown;
 /** The deadline a command carries, on the command itself: it passes through `sendCommand` more than once. */
 const CALL = Symbol('lifeline.ioredis.call');
 
-/** The policy of the install in force; `undefined` once uninstalled (a wrapper someone wrapped again stays in their chain). */
-let policy: DeadlinePolicy | undefined;
-let patched: PatchedModules | undefined;
+const driver = new DriverInstall();
 
 /**
  * Bounds ioredis (5 and 6: `Redis` and `Cluster`, and BullMQ and the like, which sit on it) by the
@@ -89,10 +82,7 @@ let patched: PatchedModules | undefined;
  * await withTimeout(300, () => redis.blpop('jobs', 0)); // DeadlineExceededError at 300 ms; the server stops waiting too
  * ```
  */
-export function installIoredisDeadlines(options: DeadlinePolicyOptions = {}): InstalledIoredisDeadlines {
-  const installed = new DeadlinePolicy(options); // a bad policy throws before anything is patched
-  patched?.uninstall();
-  policy = installed;
+export function installIoredisDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriver {
   const patchClass = (exports: unknown): (() => void) | undefined => {
     const prototype = (exports as { default?: { prototype?: object } }).default?.prototype;
     if (prototype === undefined) return undefined;
@@ -104,7 +94,7 @@ export function installIoredisDeadlines(options: DeadlinePolicyOptions = {}): In
       for (const restore of undo) restore?.();
     };
   };
-  const modules = patchModuleFiles([
+  return driver.install(options, [
     { module: 'ioredis', file: 'built/Redis.js', patch: patchClass },
     { module: 'ioredis', file: 'built/cluster/index.js', patch: patchClass },
     {
@@ -118,15 +108,6 @@ export function installIoredisDeadlines(options: DeadlinePolicyOptions = {}): In
       },
     },
   ]);
-  patched = modules;
-  return {
-    uninstall() {
-      if (patched !== modules) return;
-      patched = undefined;
-      policy = undefined;
-      modules.uninstall();
-    },
-  };
 }
 
 function ioredisAttributes(client: IoClient, command: IoCommand): RequestAttributes {
@@ -155,7 +136,7 @@ function isHandshake(client: IoClient, command: IoCommand): boolean {
 function boundSendCommand(original: SendCommand): SendCommand {
   return function sendCommand(this: IoClient, ...args: Parameters<SendCommand>): unknown {
     const [command, stream] = args;
-    const rules = policy;
+    const rules = driver.policy;
     if (typeof command !== 'object') return Reflect.apply(original, this, args);
     const bound = command[CALL];
     if (bound !== undefined) {
@@ -183,7 +164,7 @@ function boundSendCommand(original: SendCommand): SendCommand {
  */
 function boundAddToPipeline(original: AddToPipeline): AddToPipeline {
   return function sendCommand(this: IoPipeline, command: IoCommand | undefined): unknown {
-    const rules = policy;
+    const rules = driver.policy;
     if (rules === undefined || typeof command !== 'object' || command[CALL] !== undefined) return original.call(this, command);
     const deadline = driverDeadline(rules, () => ioredisAttributes(this.redis, command));
     if (deadline === undefined) return original.call(this, command);

@@ -1,15 +1,10 @@
 import { context, type Context } from '@opentelemetry/api';
 import { contextWithoutDeadline, monotonicNow, type DeadlineTimer } from '../../deadline/index.js';
-import { patchModuleFiles, wrapMethod, type PatchedModules } from '../../hooks/index.js';
-import { DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
+import { wrapMethod } from '../../hooks/index.js';
+import type { CallDeadline, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
 import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
+import { DriverInstall, type InstalledDriver } from '../driver-install.js';
 import { blockingTimeoutOf, mayBlock, shortenedTimeout, type BlockingTimeout } from './blocking-timeout.js';
-
-/** The installed node-redis deadlines, and the way back. */
-export interface InstalledNodeRedisDeadlines {
-  /** Stops bounding new commands; those already bounded keep their deadline. Idempotent. */
-  uninstall(): void;
-}
 
 type Arg = string | Buffer;
 
@@ -40,9 +35,7 @@ interface Connection {
   db: number | undefined;
 }
 
-/** The policy of the install in force; `undefined` once uninstalled (a wrapper someone wrapped again stays in their chain). */
-let policy: DeadlinePolicy | undefined;
-let patched: PatchedModules | undefined;
+const driver = new DriverInstall();
 /** Each queue's client: the queue has no link to it, and the policy's attributes name its server. */
 const connections = new WeakMap<Queue, Connection>();
 /** Blocking commands' argument lists (lifeline's copies) and what to shorten in them when they are written. */
@@ -85,11 +78,8 @@ interface Shortening {
  * await withTimeout(300, () => client.blPop('jobs', 0)); // DeadlineExceededError at 300 ms; the server stops waiting too
  * ```
  */
-export function installNodeRedisDeadlines(options: DeadlinePolicyOptions = {}): InstalledNodeRedisDeadlines {
-  const installed = new DeadlinePolicy(options); // a bad policy throws before anything is patched
-  patched?.uninstall();
-  policy = installed;
-  const modules = patchModuleFiles([
+export function installNodeRedisDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriver {
+  return driver.install(options, [
     {
       module: '@redis/client',
       file: 'dist/lib/client/commands-queue.js',
@@ -120,15 +110,6 @@ export function installNodeRedisDeadlines(options: DeadlinePolicyOptions = {}): 
       },
     },
   ]);
-  patched = modules;
-  return {
-    uninstall() {
-      if (patched !== modules) return;
-      patched = undefined;
-      policy = undefined;
-      modules.uninstall();
-    },
-  };
 }
 
 /** Links `client`'s queue to it, once. */
@@ -151,7 +132,7 @@ function connectWithoutDeadline(original: ClientMethod): ClientMethod {
 /** For clients connected before lifeline was installed. */
 function knowingTheClient(original: ClientMethod): ClientMethod {
   return function sendCommand(this: NodeRedisClient, ...args: unknown[]): unknown {
-    if (policy !== undefined) remember(this);
+    if (driver.policy !== undefined) remember(this);
     return Reflect.apply(original, this, args);
   };
 }
@@ -179,7 +160,7 @@ function isHandshake(options: QueueOptions | undefined): boolean {
 
 function boundAddCommand(original: AddCommand): AddCommand {
   return function addCommand(this: Queue, args: Arg[], options?: QueueOptions): Promise<unknown> {
-    const rules = policy;
+    const rules = driver.policy;
     if (rules === undefined || !Array.isArray(args) || args.length === 0 || isHandshake(options)) return original.call(this, args, options);
     const active = context.active();
     const connection = connections.get(this);
