@@ -1,5 +1,6 @@
 import { DeadlinePolicy, type DeadlinePolicyOptions } from '../policy/index.js';
 import { installMongoDeadlines } from './mongodb/index.js';
+import { installMysqlDeadlines } from './mysql/index.js';
 import { installPgDeadlines } from './pg/index.js';
 import { installRedisDeadlines } from './redis/index.js';
 
@@ -13,7 +14,8 @@ export interface InstalledDriverDeadlines {
  * Bounds the database and cache drivers an app uses by the deadline in the OpenTelemetry context,
  * or the policy's, whichever is sooner — the same rule as its HTTP calls — and ends the server's
  * work where the server can be told: node-postgres (`pg`, and the ORMs on it: a cancel request), the
- * `mongodb` driver (the remaining budget as `maxTimeMS`), ioredis and node-redis (`redis`: a blocking
+ * `mongodb` driver (the remaining budget as `maxTimeMS`), mysql2 (MySQL and MariaDB, and the ORMs
+ * on it: `KILL QUERY`), ioredis and node-redis (`redis`: a blocking
  * command's server-side wait shortened to the time left). Each driver is
  * patched in every copy loaded before or after this call; a driver the app does not use costs nothing.
  * `startLifeline` and register mode install it.
@@ -25,7 +27,12 @@ export interface InstalledDriverDeadlines {
  */
 export function installDriverDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriverDeadlines {
   new DeadlinePolicy(options); // a bad policy throws before any driver is patched
-  const installed = [installPgDeadlines(options), installMongoDeadlines(options), installRedisDeadlines(options)];
+  const installed = [
+    installPgDeadlines(options),
+    installMongoDeadlines(options),
+    installRedisDeadlines(options),
+    installMysqlDeadlines(options),
+  ];
   return {
     uninstall() {
       for (const driver of installed.splice(0).reverse()) driver.uninstall();

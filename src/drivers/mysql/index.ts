@@ -1,0 +1,1 @@
+export { installMysqlDeadlines } from './mysql-deadlines.js';
