@@ -2,7 +2,7 @@ import { SpanStatusCode } from '@opentelemetry/api';
 import { MySQL2Instrumentation } from '@opentelemetry/instrumentation-mysql2';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace';
 import { createRequire } from 'node:module';
-import { createServer, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import type { Lifeline } from '../../src/sdk/index.js';
@@ -174,6 +174,54 @@ describe('mysql2: ended at the deadline, on the server too', () => {
     } finally {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
+  it('a kill that cannot be confirmed within 2 s: the connection is retired, the pool drops it and serves the next caller on a new one', async () => {
+    // A forwarder to the server whose new connections can be blackholed: the pool's connection is
+    // made before, the kill's connection after.
+    let blackhole = false;
+    const sockets = new Set<Socket>();
+    const forwarder = createServer((socket) => {
+      sockets.add(socket);
+      if (blackhole) return;
+      const upstream = connect(server.port, server.host);
+      sockets.add(upstream);
+      socket.pipe(upstream).pipe(socket);
+      const close = (): void => {
+        socket.destroy();
+        upstream.destroy();
+      };
+      socket.on('error', close).on('close', close);
+      upstream.on('error', close).on('close', close);
+    });
+    await new Promise<void>((resolve) => forwarder.listen(0, '127.0.0.1', resolve));
+    const port = (forwarder.address() as { port: number }).port;
+    const pool = mysql.createPool({ ...config(), port, connectionLimit: 1 });
+    const db = pool.promise();
+    const marker = `unconfirmed_${String(Date.now())}`;
+    try {
+      await db.query('SELECT 1');
+      blackhole = true;
+      const { error, lateMs } = await lateness(DEADLINE_MS, () => db.query(`SELECT SLEEP(30) AS ${marker}`));
+      expect(isDeadlineExceeded(error)).toBe(true);
+      expect(lateMs).toBeLessThan(LATE_MS);
+      const cut = performance.now();
+      // Still checked out while the kill is unconfirmed, then dropped.
+      expect((pool as unknown as PoolInternals)._allConnections.length).toBe(1);
+      expect(await eventually(() => Promise.resolve((pool as unknown as PoolInternals)._allConnections.length === 0), 3_000)).toBe(true);
+      expect(performance.now() - cut).toBeGreaterThan(1_500);
+      blackhole = false;
+      expect((await db.query('SELECT 3 AS n'))[0]).toEqual([{ n: 3 }]);
+    } finally {
+      await server
+        .admin(
+          `SELECT CONCAT('KILL QUERY ', ID) AS k FROM information_schema.PROCESSLIST WHERE INFO LIKE '%${marker}%' AND INFO NOT LIKE '%PROCESSLIST%'`,
+        )
+        .then((rows) => Promise.all(rows.map((row) => server.admin(String(row.k)))));
+      await db.end();
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => forwarder.close(resolve));
     }
   });
 
