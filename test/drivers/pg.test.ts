@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isDeadlineExceeded, withTimeout } from '../../src/index.js';
+import { currentDeadline, isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import type { Lifeline } from '../../src/sdk/index.js';
 import { lateness } from '../support/clients.js';
 import { startPostgres, type PostgresServer } from '../support/databases.js';
@@ -135,6 +135,43 @@ describe('pg: ended at the deadline, on the server too', () => {
       const b = withTimeout(5_000, () => pool.query('SELECT pg_sleep(0.3), 7 AS n'));
       expect(isDeadlineExceeded(await a)).toBe(true);
       expect((await b).rows[0]).toMatchObject({ n: 7 });
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it("a waiter an idle client serves gets it in its own context, not in that of the client's first caller", async () => {
+    const pool = new pg.Pool({ ...config(), max: 1 });
+    try {
+      // The client is made under a 100 ms deadline; its socket's events run in that context from then on.
+      await withTimeout(100, () => pool.query('SELECT 1'));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      // Queued behind each other: each is handed the freed client from the socket's (expired) context.
+      const marker = `idle_${String(Date.now())}`;
+      const deadlines: (number | undefined)[] = [];
+      const results = await Promise.allSettled(
+        [0, 1, 2, 3].map((i) =>
+          withTimeout(5_000 + i * 1_000, () => {
+            deadlines[i] = currentDeadline()?.at;
+            return pool.query(`SELECT pg_sleep(0.05), $1::int AS ${marker}_${String(i)}`, [i]);
+          }),
+        ),
+      );
+      expect(results.map((result) => result.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled']);
+      // Each query's span records its own caller's deadline.
+      const recorded = await Promise.all(
+        [0, 1, 2, 3].map(async (i) => {
+          const span = await endedClientSpan(
+            () => exporter.getFinishedSpans(),
+            (s) =>
+              [s.attributes['db.query.text'], s.attributes['db.statement']].some(
+                (text) => typeof text === 'string' && text.includes(`${marker}_${String(i)}`),
+              ),
+          );
+          return span?.attributes['lifeline.deadline.at'];
+        }),
+      );
+      expect(recorded).toEqual(deadlines.map((at) => (at === undefined ? undefined : new Date(at).toISOString())));
     } finally {
       await pool.end();
     }

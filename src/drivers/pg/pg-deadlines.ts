@@ -121,39 +121,41 @@ function pgAttributes(
 
 function boundQuery(original: Query): Query {
   return function query(this: PgClient, ...args: unknown[]): unknown {
-    const [config, values, callback] = args;
     const rules = driver.policy;
+    if (rules === undefined) return Reflect.apply(original, this, args);
+    const config = args[0];
     // Submittables (pg-cursor, pg-query-stream, a Query object) manage their own callbacks and rows.
     const plain =
       typeof config === 'string' ||
       (typeof config === 'object' && config !== null && typeof (config as { submit?: unknown }).submit !== 'function');
-    if (rules === undefined || !plain) return Reflect.apply(original, this, args);
+    if (!plain) return Reflect.apply(original, this, args);
     const active = context.active();
-    const text = typeof config === 'string' ? config : (config as { text?: unknown }).text;
-    const deadline = driverDeadline(rules, () => pgAttributes(this.host, this.port, this.database, text), active);
+    const deadline = driverDeadline(
+      rules,
+      rules.hasRules
+        ? () => pgAttributes(this.host, this.port, this.database, typeof config === 'string' ? config : (config as { text?: unknown }).text)
+        : noAttributes,
+      active,
+    );
     if (deadline === undefined) return Reflect.apply(original, this, args);
-    const given = (
-      typeof values === 'function' ? values : typeof callback === 'function' ? callback : (config as { callback?: unknown }).callback
-    ) as Callback | undefined;
-    let settle: Callback;
-    let result: Promise<unknown> | undefined;
-    if (given !== undefined) settle = given;
-    else {
-      const { promise, resolve, reject } = promiseWith(this._Promise);
-      result = promise;
-      settle = (error, rows) => {
-        if (error) reject(error);
-        else resolve(rows);
-      };
-    }
-    const call = new QueryCall(this, deadline, settle);
-    // The app's config object is left as it was (pg writes the callback into the object it is given).
-    const own = typeof config === 'string' ? config : (Object.create(config) as object);
+    // The call goes to pg as the app made it (its callback or pg's own promise): the query pg makes
+    // is found afterwards, and its callback wrapped.
     const queued = this._queryQueue.length;
-    runUnderDeadline(deadline, active, () => original.call(this, own, typeof values === 'function' ? undefined : values, call.callback));
-    call.start(queued);
+    const activeBefore = this._activeQuery;
+    const sentBefore = this._sentQueryQueue?.length ?? 0;
+    const result: unknown = deadline.fromPolicy
+      ? runUnderDeadline(deadline, active, () => Reflect.apply(original, this, args))
+      : Reflect.apply(original, this, args);
+    const made = madeQuery(this, queued, activeBefore, sentBefore);
+    // pg refused it (an ended or broken client): its error comes on the next tick, and nothing waits.
+    if (made !== undefined && typeof made.callback === 'function') new QueryCall(this, deadline, made, made.callback);
     return result;
   };
+}
+
+/** `attributes` of a policy without rules: never called. */
+function noAttributes(): RequestAttributes {
+  return {};
 }
 
 /** `Promise.withResolvers`, on the promise class the driver was configured with. */
@@ -176,31 +178,24 @@ class QueryCall {
   readonly #client: PgClient;
   readonly #deadline: CallDeadline;
   readonly #settle: Callback;
-  #query: PgQuery | undefined;
-  #timer: DeadlineTimer<QueryCall> | undefined;
+  readonly #query: PgQuery;
+  readonly #timer: DeadlineTimer<QueryCall>;
   #settled = false;
-  /** The callback pg calls with the server's answer (or its own error). */
-  readonly callback: Callback;
 
-  constructor(client: PgClient, deadline: CallDeadline, settle: Callback) {
+  /** Takes over `query`'s callback (`settle`, pg's or the app's) and arms the deadline. */
+  constructor(client: PgClient, deadline: CallDeadline, query: PgQuery, settle: Callback) {
     this.#client = client;
     this.#deadline = deadline;
     this.#settle = settle;
-    this.callback = (error, rows) => {
+    this.#query = query;
+    // The callback pg calls with the server's answer (or its own error).
+    query.callback = (error, rows) => {
       if (this.#settled) return; // ended by its deadline: the cancel's error is ours, not the caller's
       this.#settled = true;
-      this.#timer?.cancel();
+      this.#timer.cancel();
       this.#settle(error, rows);
     };
-  }
-
-  /** Finds the query pg made (queued, or already sent) and arms the deadline. */
-  start(queuedBefore: number): void {
-    if (this.#settled) return;
-    this.#query = findQuery(this.#client, this.callback, queuedBefore);
-    // pg refused it (an ended or broken client): its error comes on the next tick.
-    if (this.#query === undefined) return;
-    this.#timer = armDeadline<QueryCall>(this.#deadline, QueryCall.#expire, this);
+    this.#timer = armDeadline<QueryCall>(deadline, QueryCall.#expire, this);
   }
 
   static #expire(call: QueryCall): void {
@@ -208,28 +203,26 @@ class QueryCall {
     call.#settled = true;
     const client = call.#client;
     const query = call.#query;
-    const queued = query === undefined ? -1 : client._queryQueue.indexOf(query);
+    const queued = client._queryQueue.indexOf(query);
     if (queued !== -1) client._queryQueue.splice(queued, 1); // never sent: nothing runs on the server
-    const sent = queued === -1 && query !== undefined && isOnTheWire(client, query);
+    const sent = queued === -1 && isOnTheWire(client, query);
     // The caller first, then the server: the cancel's connection is set up after the caller has its error.
     call.#settle(deadlineError(call.#deadline));
     if (sent) endOnServer(client, query);
   }
 }
 
-/** The query pg just made from `callback`: by its callback, else by where pg puts a new query. */
-function findQuery(client: PgClient, callback: Callback, queuedBefore: number): PgQuery | undefined {
-  // Where pg put it: sent at once (the client was idle), else the end of the queue.
-  const active = client._activeQuery;
-  if (active?.callback === callback) return active;
+/**
+ * The query `client.query` just made: pg appends it to the queue and, when the client is idle,
+ * makes it the active query at once (or, pipelined, sends it at once).
+ */
+function madeQuery(client: PgClient, queuedBefore: number, activeBefore: PgQuery | null, sentBefore: number): PgQuery | undefined {
   const queue = client._queryQueue;
-  if (queue.at(-1)?.callback === callback) return queue.at(-1);
-  const sent = client._sentQueryQueue ?? [];
-  const byCallback = queue.find((query) => query.callback === callback) ?? sent.find((query) => query.callback === callback);
-  if (byCallback !== undefined) return byCallback;
-  // pg wrapped the callback (its own `query_timeout`): the newest query is ours.
-  if (queue.length > queuedBefore) return queue.at(-1);
-  return sent.at(-1) ?? active ?? undefined;
+  if (queue.length > queuedBefore) return queue[queue.length - 1];
+  const active = client._activeQuery;
+  if (active !== null && active !== activeBefore) return active;
+  const sent = client._sentQueryQueue;
+  return sent !== undefined && sent.length > sentBefore ? sent[sent.length - 1] : undefined;
 }
 
 function isOnTheWire(client: PgClient, query: PgQuery): boolean {
@@ -370,32 +363,37 @@ function boundConnect(original: Connect): Connect {
 
 /** True while a bounded `Pool#connect` runs: a client it makes at once is made in its caller's context. */
 let connecting = false;
-/** The caller's context of each waiter a bounded `Pool#connect` queued. */
-const waiterContexts = new WeakMap<object, Context>();
+/** The caller's context of a waiter a bounded `Pool#connect` queued, on pg-pool's pending item (no WeakMap: one entry per waiting call cost ~5 µs). */
+const CALLER = Symbol('lifeline.pg.caller');
+type PendingItem = { [CALLER]?: Context };
+type PoolCallback = (error: unknown, client?: PooledClient, done?: unknown) => void;
 
 /**
  * pg-pool makes the client for a queued waiter when a slot frees, in the context of whoever freed it:
  * the connect is bounded by the waiter's own deadline, or by none, never by a stranger's.
  */
 function boundNewClient(original: NewClient): NewClient {
-  return function newClient(this: PgPool, pendingItem: object): unknown {
+  return function newClient(this: PgPool, pendingItem: PendingItem): unknown {
     if (connecting || driver.policy === undefined) return original.call(this, pendingItem);
-    const owner = waiterContexts.get(pendingItem) ?? contextWithoutDeadline(context.active());
+    const owner = pendingItem[CALLER] ?? contextWithoutDeadline(context.active());
     return context.with(owner, () => original.call(this, pendingItem));
   };
 }
 
 function boundPoolConnect(original: PoolConnect): PoolConnect {
   return function connect(this: PgPool, ...args: unknown[]): unknown {
-    const callback = args[0] as ((error: unknown, client?: PooledClient, done?: unknown) => void) | undefined;
     const rules = driver.policy;
     if (rules === undefined || this.ending === true) return Reflect.apply(original, this, args);
     const active = context.active();
-    const { host, port, database } = this.options;
-    const deadline = driverDeadline(rules, () => pgAttributes(host, port, database), active);
+    const deadline = driverDeadline(
+      rules,
+      rules.hasRules ? () => pgAttributes(this.options.host, this.options.port, this.options.database) : noAttributes,
+      active,
+    );
     if (deadline === undefined) return Reflect.apply(original, this, args);
+    const callback = args[0] as PoolCallback | undefined;
     let result: Promise<unknown> | undefined;
-    let settle: (error: unknown, client?: PooledClient, done?: unknown) => void;
+    let settle: PoolCallback;
     if (callback !== undefined) settle = callback;
     else {
       const { promise, resolve, reject } = promiseWith(this.Promise);
@@ -405,52 +403,77 @@ function boundPoolConnect(original: PoolConnect): PoolConnect {
         else resolve(client);
       };
     }
-    let settled = false;
-    const waiter = (error: unknown, client?: PooledClient, done?: unknown): void => {
-      if (settled) {
-        client?.release(); // handed over after its caller's deadline: back to the pool for the next waiter
-        return;
-      }
-      settled = true;
-      timer?.cancel();
-      // pg-pool hands a freed client over in the context of whoever freed it: back to the caller's
-      // (pool.query's own client.query runs in there, and must get its caller's deadline, not theirs).
-      runUnderDeadline(deadline, active, () => {
-        settle(error, client, done);
-      });
-    };
+    const wait = new PoolWait(this, deadline, settle, active);
+    const pending = this._pendingQueue;
+    const waiting = pending?.length ?? 0;
     // An idle client serves this waiter on the next turn (pg-pool's pulse): nothing to bound.
-    const servedAtOnce = (this._idle?.length ?? 0) > (this._pendingQueue?.length ?? 0);
-    const timer = servedAtOnce
-      ? undefined
-      : armDeadline(
-          deadline,
-          (pool: PgPool) => {
-            if (settled) return;
-            settled = true;
-            // Leave the queue of waiters (pg-pool's own connectionTimeoutMillis does the same).
-            const queue = pool._pendingQueue;
-            const index = queue === undefined || queued === undefined ? -1 : queue.indexOf(queued);
-            if (index !== -1) queue?.splice(index, 1);
-            settle(deadlineError(deadline));
-          },
-          this,
-        );
-    const waiting = this._pendingQueue?.length ?? 0;
+    if ((this._idle?.length ?? 0) <= waiting) wait.arm();
     const outer = connecting;
     connecting = true;
-    let caller = active;
     try {
-      runUnderDeadline(deadline, active, () => {
-        caller = context.active();
-        return original.call(this, waiter);
-      });
+      if (deadline.fromPolicy)
+        runUnderDeadline(deadline, active, () => {
+          wait.caller = context.active();
+          return original.call(this, wait.waiter);
+        });
+      else original.call(this, wait.waiter);
     } finally {
       connecting = outer;
     }
     // The waiter pg-pool queued, if it did (by position: OpenTelemetry's instrumentation wraps the callback).
-    const queued = (this._pendingQueue?.length ?? 0) > waiting ? this._pendingQueue?.at(-1) : undefined;
-    if (queued !== undefined) waiterContexts.set(queued, caller);
+    if (pending !== undefined && pending.length > waiting) {
+      const queued = pending[pending.length - 1] as PendingItem;
+      queued[CALLER] = wait.caller;
+      wait.queued = queued;
+    }
     return result;
   };
+}
+
+/** One `Pool#connect` under a deadline: hands its caller a client, or the deadline's error, once. */
+class PoolWait {
+  readonly #pool: PgPool;
+  readonly #deadline: CallDeadline;
+  readonly #settle: PoolCallback;
+  /** The caller's context, with the deadline in it: where the caller gets its client. */
+  caller: Context;
+  /** pg-pool's pending item for this waiter, once queued. */
+  queued: object | undefined;
+  #timer: DeadlineTimer<PoolWait> | undefined;
+  #settled = false;
+  /** What pg-pool calls with a client (or its error). */
+  readonly waiter: PoolCallback;
+
+  constructor(pool: PgPool, deadline: CallDeadline, settle: PoolCallback, caller: Context) {
+    this.#pool = pool;
+    this.#deadline = deadline;
+    this.#settle = settle;
+    this.caller = caller;
+    this.waiter = (error, client, done) => {
+      if (this.#settled) {
+        client?.release(); // handed over after its caller's deadline: back to the pool for the next waiter
+        return;
+      }
+      this.#settled = true;
+      this.#timer?.cancel();
+      // pg-pool hands a freed client over in the context of whoever freed it: back to the caller's
+      // (pool.query's own client.query runs in there, and must get its caller's deadline, not theirs).
+      if (context.active() === this.caller) this.#settle(error, client, done);
+      else context.with(this.caller, this.#settle, undefined, error, client, done);
+    };
+  }
+
+  arm(): void {
+    this.#timer = armDeadline<PoolWait>(this.#deadline, PoolWait.#expire, this);
+  }
+
+  static #expire(wait: PoolWait): void {
+    if (wait.#settled) return;
+    wait.#settled = true;
+    // Leave the queue of waiters (pg-pool's own connectionTimeoutMillis does the same).
+    const queue = wait.#pool._pendingQueue;
+    const index = queue === undefined || wait.queued === undefined ? -1 : queue.indexOf(wait.queued as { callback: unknown });
+    if (index !== -1) queue?.splice(index, 1);
+    wait.#settle(deadlineError(wait.#deadline));
+  }
 }
