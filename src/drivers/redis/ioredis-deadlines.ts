@@ -135,27 +135,36 @@ function isHandshake(client: IoClient, command: IoCommand): boolean {
 
 function boundSendCommand(original: SendCommand): SendCommand {
   return function sendCommand(this: IoClient, ...args: Parameters<SendCommand>): unknown {
-    const [command, stream] = args;
-    const rules = driver.policy;
+    const command = args[0];
     if (typeof command !== 'object') return Reflect.apply(original, this, args);
     const bound = command[CALL];
     if (bound !== undefined) {
       // Again: flushed from an offline queue, resent after a reconnect, or a Cluster handing it to a node.
       bound.client = this;
       // Ended by its deadline while queued: not sent at all (a pipeline's command is: it is written with the rest).
-      if (bound.expired && stream === undefined) return command.promise;
-      return runUnderDeadline(bound.deadline, context.active(), () => Reflect.apply(original, this, args));
+      if (bound.expired && args[1] === undefined) return command.promise;
+      return bound.deadline.fromPolicy
+        ? runUnderDeadline(bound.deadline, context.active(), () => Reflect.apply(original, this, args))
+        : Reflect.apply(original, this, args);
     }
+    const rules = driver.policy;
     if (rules === undefined || isHandshake(this, command)) return Reflect.apply(original, this, args);
     const active = context.active();
-    const deadline = driverDeadline(rules, () => ioredisAttributes(this, command), active);
+    const deadline = driverDeadline(rules, rules.hasRules ? () => ioredisAttributes(this, command) : noAttributes, active);
     if (deadline === undefined) return Reflect.apply(original, this, args);
-    const call = new CommandCall(command, deadline, this, stream !== undefined);
+    const call = new CommandCall(command, deadline, this, args[1] !== undefined);
     command[CALL] = call;
-    const result = runUnderDeadline(deadline, active, () => Reflect.apply(original, this, args));
+    const result = deadline.fromPolicy
+      ? runUnderDeadline(deadline, active, () => Reflect.apply(original, this, args))
+      : Reflect.apply(original, this, args);
     call.arm();
     return result;
   };
+}
+
+/** `attributes` of a policy without rules: never called. */
+function noAttributes(): RequestAttributes {
+  return {};
 }
 
 /**
@@ -166,7 +175,7 @@ function boundAddToPipeline(original: AddToPipeline): AddToPipeline {
   return function sendCommand(this: IoPipeline, command: IoCommand | undefined): unknown {
     const rules = driver.policy;
     if (rules === undefined || typeof command !== 'object' || command[CALL] !== undefined) return original.call(this, command);
-    const deadline = driverDeadline(rules, () => ioredisAttributes(this.redis, command));
+    const deadline = driverDeadline(rules, rules.hasRules ? () => ioredisAttributes(this.redis, command) : noAttributes);
     if (deadline === undefined) return original.call(this, command);
     const call = new CommandCall(command, deadline, this.redis, true);
     command[CALL] = call;
