@@ -2,15 +2,14 @@ import { context } from '@opentelemetry/api';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createRequire } from 'node:module';
 import type { ClientRequest, IncomingMessage } from 'node:http';
-import { DeadlineExceededError, DeadlineTimer, markEndedByDeadline, monotonicNow, type DeadlineSource } from '../deadline/index.js';
+import { DeadlineExceededError, markEndedByDeadline } from '../deadline/index.js';
 import {
+  CallBounds,
   callDeadline,
   callerDeadline,
   deadlineHeader,
   DeadlinePolicy,
-  headersBoundAt,
   type CallDeadline,
-  type CallProgress,
   type DeadlinePolicyOptions,
   type RequestAttributes,
 } from '../policy/index.js';
@@ -89,74 +88,26 @@ function bound(request: ClientRequest, policy: DeadlinePolicy): void {
     const header = deadlineHeader(policy, deadline, () => targetOf(request).host);
     if (header !== undefined) request.setHeader(DEADLINE_HEADER, header);
   }
-  const bounded = request as BoundRequest;
-  const expiry: Expiry = { request, at: deadline.at, source: deadline.source, progress: 'dispatched' };
-  // Already past: ended before the request can take a socket (a kept-alive one writes it at once,
-  // and a 0 ms timer can lose to a fast answer). Not in this constructor call: the caller has no
-  // 'error' listener yet.
-  if (deadline.monotonicAt <= monotonicNow()) {
-    process.nextTick(expire, expiry);
-    return;
-  }
-  bounded[TIMER] = new DeadlineTimer<Expiry>(deadline.at, expire, expiry, deadline.monotonicAt);
-  if (deadline.untilHeaders) {
-    bounded[UNTIL_HEADERS] = deadline;
-    request.once('finish', onRequestSent);
-  }
-  request.on('close', cancelTimer);
-}
-
-/** The headers bound: the request went out in full (flushed to the socket), its head is now bounded. */
-function onRequestSent(this: BoundRequest): void {
-  const deadline = this[UNTIL_HEADERS];
-  if (deadline === undefined || this.destroyed) return; // the head came first, or the bound stepped aside
-  const at = headersBoundAt(deadline, 'sent', Date.now()) ?? deadline.at;
-  this[TIMER]?.cancel();
-  this[TIMER] = new DeadlineTimer<Expiry>(at, expire, { request: this, at, source: deadline.source, progress: 'sent' });
+  requests.arm(request, deadline);
 }
 
 function onResponse(message: unknown): void {
-  const request = (message as { request: BoundRequest }).request;
-  if (request[UNTIL_HEADERS] === undefined) return;
-  request[UNTIL_HEADERS] = undefined;
-  cancelTimer.call(request); // the body, however long, is not bounded
+  requests.headArrived((message as { request: ClientRequest }).request);
 }
 
-// Per request: one timer and shared listeners, no closure (this runs on every outgoing call).
-const TIMER = Symbol('lifeline.deadlineTimer');
-/** The headers bound of a request, while it is in force. */
-const UNTIL_HEADERS = Symbol('lifeline.untilHeaders');
-type BoundRequest = ClientRequest & { [TIMER]?: DeadlineTimer<Expiry> | undefined; [UNTIL_HEADERS]?: CallDeadline | undefined };
-interface Expiry {
-  readonly request: ClientRequest;
-  readonly at: number;
-  readonly source: DeadlineSource;
-  /** How far the request had got when the timer was armed. */
-  readonly progress: CallProgress;
-}
+/** The deadline lifecycle of every bounded request; what is node:http's own is below. */
+const requests = new CallBounds<ClientRequest>({
+  // The caller chose how long this request may take (axios `timeout`, `http.request({ timeout })`).
+  ownTimeout: hasOwnTimeout,
+  steppedAside: (request) => {
+    fromPolicy.delete(request); // its span records no deadline the request did not get
+  },
+  // Connected, still sending (an upload): not counted; `'finish'` arms the wait for the head.
+  sending: isConnected,
+  end: endRequest,
+});
 
-function cancelTimer(this: BoundRequest): void {
-  this[TIMER]?.cancel();
-  this[TIMER] = undefined;
-}
-
-function expire({ request, at, source, progress }: Expiry): void {
-  const bounded = request as BoundRequest;
-  bounded[TIMER] = undefined;
-  if (request.destroyed) return; // the app ended it first: its reason stands
-  const headersBound = bounded[UNTIL_HEADERS];
-  if (headersBound !== undefined) {
-    if (hasOwnTimeout(request)) {
-      // The caller chose how long this request may take (axios `timeout`, `http.request({ timeout })`).
-      bounded[UNTIL_HEADERS] = undefined;
-      fromPolicy.delete(request);
-      return;
-    }
-    // Connected, still sending (an upload): not counted (`headersBoundAt` 'connected'); `'finish'` arms the wait for the head.
-    if (progress === 'dispatched' && isConnected(request)) return;
-    bounded[UNTIL_HEADERS] = undefined;
-  }
-  const error = new DeadlineExceededError(at, source);
+function endRequest(request: ClientRequest, error: DeadlineExceededError): void {
   markEndedByDeadline(request);
   const response = (request as ClientRequest & { res?: IncomingMessage | null }).res;
   if (response) {

@@ -9,16 +9,15 @@ import {
   type OutgoingHttpHeaders,
 } from 'node:http2';
 import { Duplex } from 'node:stream';
-import { DeadlineExceededError, DeadlineTimer, markEndedByDeadline, monotonicNow, type DeadlineSource } from '../deadline/index.js';
+import { DeadlineExceededError, markEndedByDeadline } from '../deadline/index.js';
 import { wrapMethod } from '../hooks/index.js';
 import {
+  CallBounds,
   callDeadline,
   callerDeadline,
   deadlineHeader,
   DeadlinePolicy,
-  headersBoundAt,
   type CallDeadline,
-  type CallProgress,
   type DeadlinePolicyOptions,
   type RequestAttributes,
 } from '../policy/index.js';
@@ -183,74 +182,28 @@ function bound(stream: ClientHttp2Stream, deadline: CallDeadline | undefined): v
     });
   }
   if (deadline === undefined) return;
-  const bounded = stream as BoundStream;
-  const expiry: Expiry = { stream, at: deadline.at, source: deadline.source, progress: 'dispatched' };
-  // Already past: ended before a kept-alive session can send it. Not now: the caller has no 'error' listener yet.
-  if (deadline.monotonicAt <= monotonicNow()) {
-    process.nextTick(expire, expiry);
-    return;
-  }
-  bounded[TIMER] = new DeadlineTimer<Expiry>(deadline.at, expire, expiry, deadline.monotonicAt);
-  if (deadline.untilHeaders) {
-    bounded[UNTIL_HEADERS] = deadline;
-    stream.once('finish', onRequestSent);
-  }
-  stream.on('close', cancelTimer);
-}
-
-/** The headers bound: the request went out in full (END_STREAM sent), its head is now bounded. */
-function onRequestSent(this: BoundStream): void {
-  const deadline = this[UNTIL_HEADERS];
-  if (deadline === undefined || this.destroyed) return; // the head came first, or the bound stepped aside
-  const at = headersBoundAt(deadline, 'sent', Date.now()) ?? deadline.at;
-  this[TIMER]?.cancel();
-  this[TIMER] = new DeadlineTimer<Expiry>(at, expire, { stream: this, at, source: deadline.source, progress: 'sent' });
+  streams.arm(stream, deadline);
 }
 
 function onResponse(message: unknown): void {
-  const stream = (message as { stream: BoundStream }).stream;
-  if (stream[UNTIL_HEADERS] === undefined) return;
-  stream[UNTIL_HEADERS] = undefined;
-  cancelTimer.call(stream); // the body, however long, is not bounded
+  streams.headArrived((message as { stream: ClientHttp2Stream }).stream);
 }
 
-// Per stream: one timer and shared listeners, no closure.
-const TIMER = Symbol('lifeline.deadlineTimer');
-/** The headers bound of a stream, while it is in force. */
-const UNTIL_HEADERS = Symbol('lifeline.untilHeaders');
-type BoundStream = ClientHttp2Stream & { [TIMER]?: DeadlineTimer<Expiry> | undefined; [UNTIL_HEADERS]?: CallDeadline | undefined };
-interface Expiry {
-  readonly stream: ClientHttp2Stream;
-  readonly at: number;
-  readonly source: DeadlineSource;
-  /** How far the stream had got when the timer was armed. */
-  readonly progress: CallProgress;
-}
+/** The deadline lifecycle of every bounded stream; what is node:http2's own is below. */
+const streams = new CallBounds<ClientHttp2Stream>({
+  // The caller chose how long this stream may take.
+  ownTimeout: (stream) => ((stream as ClientHttp2Stream & { timeout?: number }).timeout ?? 0) > 0,
+  // Sent on a connected session, its body still going out (an upload): not counted; 'finish' arms the wait for the head.
+  sending: (stream) => !stream.pending && stream.session?.connecting === false,
+  end: endStream,
+});
 
-function cancelTimer(this: BoundStream): void {
-  this[TIMER]?.cancel();
-  this[TIMER] = undefined;
-}
-
-function expire({ stream, at, source, progress }: Expiry): void {
-  const bounded = stream as BoundStream;
-  bounded[TIMER] = undefined;
-  if (stream.destroyed) return; // the app ended it first: its reason stands
+function endStream(stream: ClientHttp2Stream, error: DeadlineExceededError): void {
   const session = stream.session;
-  if (bounded[UNTIL_HEADERS] !== undefined) {
-    // The caller chose how long this stream may take.
-    if (((stream as ClientHttp2Stream & { timeout?: number }).timeout ?? 0) > 0) {
-      bounded[UNTIL_HEADERS] = undefined;
-      return;
-    }
-    // Sent on a connected session, its body still going out (an upload): not counted; 'finish' arms the wait for the head.
-    if (progress === 'dispatched' && !stream.pending && session?.connecting === false) return;
-    bounded[UNTIL_HEADERS] = undefined;
-  }
   markEndedByDeadline(stream);
   // CANCEL, as an aborted fetch resets its stream: destroying with an error alone would send INTERNAL_ERROR.
   stream.close(constants.NGHTTP2_CANCEL);
-  stream.destroy(new DeadlineExceededError(at, source));
+  stream.destroy(error);
   // A session that never connected held its socket only for the streams waiting on it: with the last one gone, so is it.
   if (session?.connecting === true && !session.destroyed && (waitingOn.get(session) ?? 0) <= 1) session.destroy();
 }
