@@ -177,6 +177,25 @@ describe('pg: ended at the deadline, on the server too', () => {
     }
   });
 
+  it("pg's own query_timeout, sooner than the deadline, answers the caller once, and the deadline adds nothing", async () => {
+    const client = new pg.Client({ ...config(), query_timeout: 100 });
+    await client.connect();
+    try {
+      const answers: unknown[] = [];
+      withTimeout(300, () => {
+        client.query('SELECT pg_sleep(1)', (error: Error | null) => {
+          answers.push(error);
+        });
+      });
+      // Past the deadline: a second answer (the deadline's) would have come by now.
+      await new Promise((resolve) => setTimeout(resolve, 300 + 200));
+      expect(answers).toHaveLength(1);
+      expect(String(answers[0])).toContain('Query read timeout');
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  });
+
   it('a policy rule matching db.operation.name bounds the statement it names, and only that one', async () => {
     const client = new pg.Client(config());
     await client.connect();

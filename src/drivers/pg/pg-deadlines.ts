@@ -121,34 +121,43 @@ function pgAttributes(
 
 function boundQuery(original: Query): Query {
   return function query(this: PgClient, ...args: unknown[]): unknown {
+    const [config, values, callback] = args;
     const rules = driver.policy;
-    if (rules === undefined) return Reflect.apply(original, this, args);
-    const config = args[0];
     // Submittables (pg-cursor, pg-query-stream, a Query object) manage their own callbacks and rows.
     const plain =
       typeof config === 'string' ||
       (typeof config === 'object' && config !== null && typeof (config as { submit?: unknown }).submit !== 'function');
-    if (!plain) return Reflect.apply(original, this, args);
+    if (rules === undefined || !plain) return Reflect.apply(original, this, args);
     const active = context.active();
+    const text = typeof config === 'string' ? config : (config as { text?: unknown }).text;
     const deadline = driverDeadline(
       rules,
-      rules.hasRules
-        ? () => pgAttributes(this.host, this.port, this.database, typeof config === 'string' ? config : (config as { text?: unknown }).text)
-        : noAttributes,
+      rules.hasRules ? () => pgAttributes(this.host, this.port, this.database, text) : noAttributes,
       active,
     );
     if (deadline === undefined) return Reflect.apply(original, this, args);
-    // The call goes to pg as the app made it (its callback or pg's own promise): the query pg makes
-    // is found afterwards, and its callback wrapped.
+    const given = (
+      typeof values === 'function' ? values : typeof callback === 'function' ? callback : (config as { callback?: unknown }).callback
+    ) as Callback | undefined;
+    let settle: Callback;
+    let result: Promise<unknown> | undefined;
+    if (given !== undefined) settle = given;
+    else {
+      const { promise, resolve, reject } = promiseWith(this._Promise);
+      result = promise;
+      settle = (error, rows) => {
+        if (error) reject(error);
+        else resolve(rows);
+      };
+    }
+    const call = new QueryCall(this, deadline, settle);
+    // The app's config object is left as it was (pg writes the callback into the object it is given).
+    const own = typeof config === 'string' ? config : (Object.create(config) as object);
     const queued = this._queryQueue.length;
-    const activeBefore = this._activeQuery;
-    const sentBefore = this._sentQueryQueue?.length ?? 0;
-    const result: unknown = deadline.fromPolicy
-      ? runUnderDeadline(deadline, active, () => Reflect.apply(original, this, args))
-      : Reflect.apply(original, this, args);
-    const made = madeQuery(this, queued, activeBefore, sentBefore);
-    // pg refused it (an ended or broken client): its error comes on the next tick, and nothing waits.
-    if (made !== undefined && typeof made.callback === 'function') new QueryCall(this, deadline, made, made.callback);
+    const passed = typeof values === 'function' ? undefined : values;
+    if (deadline.fromPolicy) runUnderDeadline(deadline, active, () => original.call(this, own, passed, call.callback));
+    else original.call(this, own, passed, call.callback);
+    call.start(queued);
     return result;
   };
 }
@@ -178,24 +187,31 @@ class QueryCall {
   readonly #client: PgClient;
   readonly #deadline: CallDeadline;
   readonly #settle: Callback;
-  readonly #query: PgQuery;
-  readonly #timer: DeadlineTimer<QueryCall>;
+  #query: PgQuery | undefined;
+  #timer: DeadlineTimer<QueryCall> | undefined;
   #settled = false;
+  /** The callback pg calls with the server's answer (or its own error). */
+  readonly callback: Callback;
 
-  /** Takes over `query`'s callback (`settle`, pg's or the app's) and arms the deadline. */
-  constructor(client: PgClient, deadline: CallDeadline, query: PgQuery, settle: Callback) {
+  constructor(client: PgClient, deadline: CallDeadline, settle: Callback) {
     this.#client = client;
     this.#deadline = deadline;
     this.#settle = settle;
-    this.#query = query;
-    // The callback pg calls with the server's answer (or its own error).
-    query.callback = (error, rows) => {
+    this.callback = (error, rows) => {
       if (this.#settled) return; // ended by its deadline: the cancel's error is ours, not the caller's
       this.#settled = true;
-      this.#timer.cancel();
+      this.#timer?.cancel();
       this.#settle(error, rows);
     };
-    this.#timer = armDeadline<QueryCall>(deadline, QueryCall.#expire, this);
+  }
+
+  /** Finds the query pg made (queued, or already sent) and arms the deadline. */
+  start(queuedBefore: number): void {
+    if (this.#settled) return;
+    this.#query = findQuery(this.#client, this.callback, queuedBefore);
+    // pg refused it (an ended or broken client): its error comes on the next tick.
+    if (this.#query === undefined) return;
+    this.#timer = armDeadline<QueryCall>(this.#deadline, QueryCall.#expire, this);
   }
 
   static #expire(call: QueryCall): void {
@@ -203,26 +219,28 @@ class QueryCall {
     call.#settled = true;
     const client = call.#client;
     const query = call.#query;
-    const queued = client._queryQueue.indexOf(query);
+    const queued = query === undefined ? -1 : client._queryQueue.indexOf(query);
     if (queued !== -1) client._queryQueue.splice(queued, 1); // never sent: nothing runs on the server
-    const sent = queued === -1 && isOnTheWire(client, query);
+    const sent = queued === -1 && query !== undefined && isOnTheWire(client, query);
     // The caller first, then the server: the cancel's connection is set up after the caller has its error.
     call.#settle(deadlineError(call.#deadline));
     if (sent) endOnServer(client, query);
   }
 }
 
-/**
- * The query `client.query` just made: pg appends it to the queue and, when the client is idle,
- * makes it the active query at once (or, pipelined, sends it at once).
- */
-function madeQuery(client: PgClient, queuedBefore: number, activeBefore: PgQuery | null, sentBefore: number): PgQuery | undefined {
-  const queue = client._queryQueue;
-  if (queue.length > queuedBefore) return queue[queue.length - 1];
+/** The query pg just made from `callback`: by its callback, else by where pg puts a new query. */
+function findQuery(client: PgClient, callback: Callback, queuedBefore: number): PgQuery | undefined {
+  // Where pg put it: sent at once (the client was idle), else the end of the queue.
   const active = client._activeQuery;
-  if (active !== null && active !== activeBefore) return active;
-  const sent = client._sentQueryQueue;
-  return sent !== undefined && sent.length > sentBefore ? sent[sent.length - 1] : undefined;
+  if (active?.callback === callback) return active;
+  const queue = client._queryQueue;
+  if (queue.at(-1)?.callback === callback) return queue.at(-1);
+  const sent = client._sentQueryQueue ?? [];
+  const byCallback = queue.find((query) => query.callback === callback) ?? sent.find((query) => query.callback === callback);
+  if (byCallback !== undefined) return byCallback;
+  // pg wrapped the callback (its own `query_timeout`): the newest query is ours.
+  if (queue.length > queuedBefore) return queue.at(-1);
+  return sent.at(-1) ?? active ?? undefined;
 }
 
 function isOnTheWire(client: PgClient, query: PgQuery): boolean {
