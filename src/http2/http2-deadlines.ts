@@ -1,14 +1,7 @@
 import { context } from '@opentelemetry/api';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import {
-  connect,
-  constants,
-  type ClientHttp2Session,
-  type ClientHttp2Stream,
-  type Http2Session,
-  type OutgoingHttpHeaders,
-} from 'node:http2';
-import { Duplex } from 'node:stream';
+import { constants, type ClientHttp2Session, type ClientHttp2Stream, type Http2Session, type OutgoingHttpHeaders } from 'node:http2';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { DeadlineExceededError, markEndedByDeadline } from '../deadline/index.js';
 import { wrapMethod } from '../hooks/index.js';
 import {
@@ -71,8 +64,11 @@ type RequestHeaders = OutgoingHttpHeaders | readonly string[];
  */
 export function installHttp2Deadlines(options: DeadlinePolicyOptions = {}): InstalledHttp2Deadlines {
   const policy = new DeadlinePolicy(options);
+  const header = policy.headerHosts.fixed === false ? undefined : sendDeadlineHeader(policy);
   const onCreated = (message: unknown): void => {
     const { stream, headers } = message as { stream: ClientHttp2Stream; headers?: OutgoingHttpHeaders };
+    // A session connected before this install: its later streams carry the header.
+    if (stream.session !== undefined) header?.reach(stream.session);
     // A pushed stream (even id: the server's) comes in the context of whoever opened the session.
     if (stream.id !== undefined && stream.id % 2 === 0) return;
     let deadline: CallDeadline | undefined;
@@ -90,7 +86,6 @@ export function installHttp2Deadlines(options: DeadlinePolicyOptions = {}): Inst
   // Only a headers bound needs to hear of response heads.
   const headersBound = policy.headersTimeoutMs !== undefined;
   if (headersBound) subscribe(FINISH, onResponse);
-  const unwrap = policy.headerHosts.fixed === false ? undefined : sendDeadlineHeader(policy);
   let installed = true;
   return {
     uninstall() {
@@ -98,7 +93,7 @@ export function installHttp2Deadlines(options: DeadlinePolicyOptions = {}): Inst
       installed = false;
       unsubscribe(CREATED, onCreated);
       if (headersBound) unsubscribe(FINISH, onResponse);
-      unwrap?.();
+      header?.undo();
     },
   };
 }
@@ -120,12 +115,53 @@ let handedDeadline: CallDeadline | undefined;
 
 type Request = (this: ClientHttp2Session, headers?: RequestHeaders, options?: unknown) => ClientHttp2Stream;
 
-/** Wraps `ClientHttp2Session.prototype.request` to add `x-request-timeout-ms`; returns how to undo it. */
-function sendDeadlineHeader(policy: DeadlinePolicy): (() => void) | undefined {
+/**
+ * Wraps `ClientHttp2Session.prototype.request` to add `x-request-timeout-ms`; returns how to undo it.
+ * Node does not export the class: its prototype is reached through the first session the app
+ * connects (the wrap of `http2.connect` sees it before the app can make a request on it), or, for a
+ * session connected before the install, through its first stream (which goes without the header),
+ * so start-up makes no session of its own.
+ */
+function sendDeadlineHeader(policy: DeadlinePolicy): { reach(session: object): void; undo(): void } {
+  let unwrapRequest: (() => void) | undefined;
+  let wrapped = false;
+  const reach = (session: object): void => {
+    if (wrapped) return;
+    wrapped = true;
+    unwrapRequest = wrapRequest(policy, Object.getPrototypeOf(session) as object);
+  };
+  const unwrapConnect = wrapMethod<Connect>(
+    http2,
+    'connect',
+    KIND,
+    (original) =>
+      function (this: unknown, ...args: Parameters<Connect>): ClientHttp2Session {
+        const session = Reflect.apply(original, this, args);
+        reach(session);
+        return session;
+      },
+  );
+  // An ES module's `import { connect } from 'node:http2'` sees the wrap too.
+  syncBuiltinESMExports();
+  return {
+    reach,
+    undo() {
+      unwrapConnect?.();
+      unwrapRequest?.();
+      syncBuiltinESMExports();
+    },
+  };
+}
+
+const KIND = 'lifeline.http2Deadlines';
+type Connect = (...args: unknown[]) => ClientHttp2Session;
+const http2 = createRequire(import.meta.url)('node:http2') as object;
+
+function wrapRequest(policy: DeadlinePolicy, prototype: object): (() => void) | undefined {
   return wrapMethod<Request>(
-    clientSessionPrototype(),
+    prototype,
     'request',
-    'lifeline.http2Deadlines',
+    KIND,
     (original) =>
       function (this: ClientHttp2Session, headers?: RequestHeaders, options?: unknown): ClientHttp2Stream {
         // Invalid headers are the original's to reject; gRPC's deadline is grpc-timeout.
@@ -149,24 +185,6 @@ function withHeader(headers: RequestHeaders | undefined, value: string): Request
   // A copy: the caller may reuse its headers for the next request. Spreading keeps http2.sensitiveHeaders.
   if (Array.isArray(headers)) return [...(headers as readonly string[]), DEADLINE_HEADER, value];
   return { ...(headers as OutgoingHttpHeaders | undefined), [DEADLINE_HEADER]: value };
-}
-
-/** The prototype every client session has; Node does not export the class, so one is made and dropped. */
-function clientSessionPrototype(): object {
-  const session = connect('http://lifeline.invalid', {
-    createConnection: () =>
-      new Duplex({
-        read() {
-          // never answers
-        },
-        write(_chunk, _encoding, callback) {
-          callback();
-        },
-      }),
-  });
-  session.on('error', () => undefined);
-  session.destroy();
-  return Object.getPrototypeOf(session) as object;
 }
 
 /** Streams opened while their session was connecting, by session, until they close. */

@@ -521,13 +521,29 @@ async function activeSpan(session: Session, callFrameId: string | undefined): Pr
   }
 }
 
-/** The main thread's kernel wait channel and system call number (Linux), for a block outside JavaScript. */
+/** How often the wait is read again while the main thread is seen running, and how far apart (ms). */
+const WAIT_READS = 5;
+const WAIT_READ_GAP_MS = 2;
+const pause = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * The main thread's kernel wait channel and system call number (Linux), for a block outside
+ * JavaScript. A thread blocked in a system call is seen `running` for the moments the kernel runs
+ * it (a pipe read woken by a partial write, a CPU-starved machine catching up): read a few times,
+ * ms apart, before saying so.
+ */
 function waitChannel(): string | undefined {
   try {
     const task = `/proc/${String(process.pid)}/task/${String(process.pid)}`;
-    const channel = readFileSync(`${task}/wchan`, 'utf8').trim();
-    const syscall = readFileSync(`${task}/syscall`, 'utf8').trim().split(' ')[0];
-    return `${channel === '0' || channel === '' ? 'running' : channel}${syscall === undefined || syscall === 'running' ? '' : ` (syscall ${syscall})`}`;
+    let seen = 'running';
+    for (let read = 0; read < WAIT_READS; read++) {
+      if (read > 0) Atomics.wait(pause, 0, 0, WAIT_READ_GAP_MS);
+      const channel = readFileSync(`${task}/wchan`, 'utf8').trim();
+      const syscall = readFileSync(`${task}/syscall`, 'utf8').trim().split(' ')[0];
+      seen = `${channel === '0' || channel === '' ? 'running' : channel}${syscall === undefined || syscall === 'running' ? '' : ` (syscall ${syscall})`}`;
+      if (syscall !== undefined && syscall !== 'running') return seen;
+    }
+    return seen;
   } catch {
     return undefined;
   }
