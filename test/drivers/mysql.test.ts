@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import type { Lifeline } from '../../src/sdk/index.js';
 import { lateness } from '../support/clients.js';
-import { startMariadb, type MariadbServer } from '../support/databases.js';
+import { eventually, startMariadb, type MariadbServer } from '../support/databases.js';
 import { endedClientSpan, startInMemoryLifeline } from '../support/tracing.js';
 
 /**
@@ -55,16 +55,6 @@ async function running(marker: string): Promise<number> {
     `SELECT count(*) AS n FROM information_schema.PROCESSLIST WHERE INFO LIKE '%${marker}%' AND INFO NOT LIKE '%PROCESSLIST%'`,
   );
   return Number(rows[0]?.n ?? 0);
-}
-
-/** Polls until `probe` is true, for at most `ms`. */
-async function eventually(probe: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const until = performance.now() + ms;
-  for (;;) {
-    if (await probe()) return true;
-    if (performance.now() > until) return false;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 /** mysql2's pool internals a test reads: who is waiting for a connection, and how many it holds. */

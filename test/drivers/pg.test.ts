@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { currentDeadline, isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import type { Lifeline } from '../../src/sdk/index.js';
 import { lateness } from '../support/clients.js';
-import { startPostgres, type PostgresServer } from '../support/databases.js';
+import { eventually, pgRunning, startPostgres, type PostgresServer } from '../support/databases.js';
 import { endedClientSpan, startInMemoryLifeline } from '../support/tracing.js';
 
 /**
@@ -55,24 +55,6 @@ const config = () => {
   return { host, port, user, password, database };
 };
 
-/** Backends running a statement that contains `marker` (but not this probe's own). */
-async function running(marker: string): Promise<number> {
-  const rows = await postgres().admin(
-    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%${marker}%' AND query NOT LIKE '%pg_stat_activity%'`,
-  );
-  return Number(rows[0]?.n ?? 0);
-}
-
-/** Polls until `probe` is true, for at most `ms`. */
-async function eventually(probe: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const until = performance.now() + ms;
-  for (;;) {
-    if (await probe()) return true;
-    if (performance.now() > until) return false;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 describe('pg: ended at the deadline, on the server too', () => {
   it('pool.query on pg_sleep: the caller is freed at the deadline and the backend stops', async () => {
     const pool = new pg.Pool({ ...config(), max: 2 });
@@ -81,7 +63,7 @@ describe('pg: ended at the deadline, on the server too', () => {
       const { error, lateMs } = await lateness(DEADLINE_MS, () => pool.query(`SELECT pg_sleep(30) AS ${marker}`));
       expect(isDeadlineExceeded(error)).toBe(true);
       expect(lateMs).toBeLessThan(LATE_MS);
-      expect(await eventually(async () => (await running(marker)) === 0, 1_000)).toBe(true);
+      expect(await eventually(async () => (await pgRunning(postgres(), marker)) === 0, 1_000)).toBe(true);
       const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => pool.query('SELECT $1::int AS n', [i])));
       expect(answers.map((result) => (result.rows[0] as { n: number }).n)).toEqual(Array.from({ length: 20 }, (_, i) => i));
     } finally {
@@ -101,7 +83,7 @@ describe('pg: ended at the deadline, on the server too', () => {
       const { error, lateMs } = await lateness(DEADLINE_MS, () => waiter.query(`SELECT id AS ${marker} FROM rows WHERE id = 1 FOR UPDATE`));
       expect(isDeadlineExceeded(error)).toBe(true);
       expect(lateMs).toBeLessThan(LATE_MS);
-      expect(await eventually(async () => (await running(marker)) === 0, 1_000)).toBe(true);
+      expect(await eventually(async () => (await pgRunning(postgres(), marker)) === 0, 1_000)).toBe(true);
       // The same connection answers its next query with that query's result, not the cancelled one's.
       expect((await waiter.query('SELECT 42 AS answer')).rows).toEqual([{ answer: 42 }]);
     } finally {
@@ -275,7 +257,7 @@ describe('pg: ended at the deadline, on the server too', () => {
         );
         expect(ended.every(isDeadlineExceeded)).toBe(true);
       }
-      expect(await eventually(async () => (await running('pg_sleep(5)')) === 0, 3_000)).toBe(true);
+      expect(await eventually(async () => (await pgRunning(postgres(), 'pg_sleep(5)')) === 0, 3_000)).toBe(true);
       expect(pool.waitingCount).toBe(0);
       const clients = await Promise.all(Array.from({ length: 10 }, () => pool.connect()));
       const pids = await Promise.all(
@@ -338,7 +320,7 @@ describe('pg: through the ORMs on it', () => {
       const { error, lateMs } = await lateness(DEADLINE_MS, () => knex.raw(`SELECT pg_sleep(30) AS ${marker}`));
       expect(isDeadlineExceeded(error)).toBe(true);
       expect(lateMs).toBeLessThan(LATE_MS);
-      expect(await eventually(async () => (await running(marker)) === 0, 1_000)).toBe(true);
+      expect(await eventually(async () => (await pgRunning(postgres(), marker)) === 0, 1_000)).toBe(true);
       expect((await knex.raw<{ rows: unknown[] }>('SELECT 5 AS n')).rows).toEqual([{ n: 5 }]);
     } finally {
       await knex.destroy();
@@ -354,7 +336,7 @@ describe('pg: through the ORMs on it', () => {
       const { error, lateMs } = await lateness(DEADLINE_MS, () => sequelize.query(`SELECT pg_sleep(30) AS ${marker}`));
       expect(isDeadlineExceeded(error)).toBe(true);
       expect(lateMs).toBeLessThan(LATE_MS);
-      expect(await eventually(async () => (await running(marker)) === 0, 1_000)).toBe(true);
+      expect(await eventually(async () => (await pgRunning(postgres(), marker)) === 0, 1_000)).toBe(true);
       expect((await sequelize.query('SELECT 6 AS n'))[0]).toEqual([{ n: 6 }]);
     } finally {
       await sequelize.close();

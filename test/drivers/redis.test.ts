@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import type { Lifeline } from '../../src/sdk/index.js';
 import { lateness } from '../support/clients.js';
-import { startRedis, type RedisServer } from '../support/databases.js';
+import { eventually, startRedis, type RedisServer } from '../support/databases.js';
 import { freePort } from '../support/node.js';
 import { endedClientSpan, startInMemoryLifeline } from '../support/tracing.js';
 
@@ -111,16 +111,6 @@ afterAll(async () => {
   await (lifeline as Lifeline | undefined)?.shutdown();
   await (server as RedisServer | undefined)?.stop();
 });
-
-/** Polls until `probe` is true, for at most `ms`. */
-async function eventually(probe: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const until = performance.now() + ms;
-  for (;;) {
-    if (await probe()) return true;
-    if (performance.now() > until) return false;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 /** Clients the server has blocked in a command (INFO clients' blocked_clients). */
 async function blockedClients(): Promise<number> {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startPostgres, type PostgresServer } from '../support/databases.js';
+import { eventually, pgRunning, startPostgres, type PostgresServer } from '../support/databases.js';
 import { startService, type ChildService } from '../support/service.js';
 
 /**
@@ -47,22 +47,6 @@ async function start(script: string, nodeArgs: string[], env: NodeJS.ProcessEnv 
   return service;
 }
 
-async function running(tag: string): Promise<number> {
-  const rows = await postgres().admin(
-    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%${tag}%' AND query NOT LIKE '%pg_stat_activity%'`,
-  );
-  return Number(rows[0]?.n ?? 0);
-}
-
-async function eventually(probe: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const until = performance.now() + ms;
-  for (;;) {
-    if (await probe()) return true;
-    if (performance.now() > until) return false;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
 /** GET /sleep on `service`; how long it took and what it answered. */
 async function sleepCall(service: ChildService, tag: string, headers: Record<string, string> = {}) {
   const started = performance.now();
@@ -79,7 +63,7 @@ describe('a database query in a service changed in nothing', () => {
     expect({ status, deadline: body.deadline }).toEqual({ status: 504, deadline: true });
     expect(ms).toBeGreaterThanOrEqual(1_400);
     expect(ms).toBeLessThan(1_500 + 1_000);
-    expect(await eventually(async () => (await running(tag)) === 0, 1_000)).toBe(true);
+    expect(await eventually(async () => (await pgRunning(postgres(), tag)) === 0, 1_000)).toBe(true);
   });
 
   it('ESM + Sequelize under register mode: LIFELINE_DEFAULT_TIMEOUT_MS bounds a query nothing else bounds', async () => {
@@ -90,7 +74,7 @@ describe('a database query in a service changed in nothing', () => {
     const { status, body, ms } = await sleepCall(service, tag);
     expect({ status, deadline: body.deadline }).toEqual({ status: 504, deadline: true });
     expect(ms).toBeLessThan(1_000 + 1_000);
-    expect(await eventually(async () => (await running(tag)) === 0, 1_000)).toBe(true);
+    expect(await eventually(async () => (await pgRunning(postgres(), tag)) === 0, 1_000)).toBe(true);
   });
 
   it("with OpenTelemetry's own pg instrumentation (the auto-instrumentations): the same, and the service still answers", async () => {
@@ -101,7 +85,7 @@ describe('a database query in a service changed in nothing', () => {
     const { status, body, ms } = await sleepCall(service, tag, { 'x-request-timeout-ms': '1000' });
     expect({ status, deadline: body.deadline }).toEqual({ status: 504, deadline: true });
     expect(ms).toBeLessThan(1_000 + 1_000);
-    expect(await eventually(async () => (await running(tag)) === 0, 1_000)).toBe(true);
+    expect(await eventually(async () => (await pgRunning(postgres(), tag)) === 0, 1_000)).toBe(true);
   });
 
   it('CommonJS, pg loaded before startLifeline: ended at the inbound deadline, and on the server', async () => {
@@ -110,6 +94,6 @@ describe('a database query in a service changed in nothing', () => {
     const { status, body, ms } = await sleepCall(service, tag, { 'x-request-timeout-ms': '1000' });
     expect({ status, deadline: body.deadline }).toEqual({ status: 504, deadline: true });
     expect(ms).toBeLessThan(1_000 + 1_000);
-    expect(await eventually(async () => (await running(tag)) === 0, 1_000)).toBe(true);
+    expect(await eventually(async () => (await pgRunning(postgres(), tag)) === 0, 1_000)).toBe(true);
   });
 });

@@ -699,3 +699,21 @@ function parseResp(buffer: Buffer, at: number): [unknown, number] | undefined {
       throw new Error(`redis: unexpected reply ${JSON.stringify(buffer.toString('utf8', at, end))}`);
   }
 }
+
+/** Polls until `probe` is true, for at most `ms`: whether it became true (a server stopped running a query, say). */
+export async function eventually(probe: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const until = performance.now() + ms;
+  for (;;) {
+    if (await probe()) return true;
+    if (performance.now() > until) return false;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** How many of `server`'s backends run a statement containing `marker` (not counting this probe's own). */
+export async function pgRunning(server: PostgresServer, marker: string): Promise<number> {
+  const rows = await server.admin(
+    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%${marker}%' AND query NOT LIKE '%pg_stat_activity%'`,
+  );
+  return Number(rows[0]?.n ?? 0);
+}
