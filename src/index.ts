@@ -19,6 +19,7 @@ export {
   withTimeout,
   type Deadline,
   type DeadlineSource,
+  type Started,
 } from './deadline/index.js';
 // Tick and ComponentHandle are handed out by a catalog, never constructed: types only, so
 // `new Tick()` does not compile (their constructors take lifeline's internals).

@@ -121,7 +121,7 @@ export function currentDeadline(): Deadline | undefined {
  * await withDeadline(new Date('2026-12-02T06:00:00Z'), () => exportReports());
  * ```
  */
-export function withDeadline<T>(at: number | Date, fn: () => T): T {
+export function withDeadline<T>(at: number | Date, fn: () => T): Started<T> {
   const ms = at instanceof Date ? at.getTime() : at;
   if (typeof ms !== 'number' || !(Math.abs(ms) <= MAX_DEADLINE_MS))
     throw invalidOption('deadline', at, 'an epoch-ms number or a valid Date');
@@ -140,7 +140,7 @@ export function withDeadline<T>(at: number | Date, fn: () => T): T {
  * const price = await withTimeout(2_000, () => fetch(priceUrl).then((r) => r.json()));
  * ```
  */
-export function withTimeout<T>(ms: number, fn: () => T): T {
+export function withTimeout<T>(ms: number, fn: () => T): Started<T> {
   const now = Date.now();
   if (typeof ms !== 'number' || !(ms >= 0 && now + ms <= MAX_DEADLINE_MS))
     throw invalidOption('timeout', ms, 'a number of ms >= 0 ending within the range of a Date');
@@ -178,11 +178,11 @@ export function withoutDeadline<T>(fn: () => T): T {
   return detached === active ? fn() : context.with(detached, fn);
 }
 
-function runWithDeadline<T>(at: number, monotonicAt: number, source: DeadlineSource, fn: () => T): T {
+function runWithDeadline<T>(at: number, monotonicAt: number, source: DeadlineSource, fn: () => T): Started<T> {
   ensureContextManager();
   const active = context.active();
   const current = deadlineOf(active);
-  if (!shrinks(current, monotonicAt)) return fn();
+  if (!shrinks(current, monotonicAt)) return startedHere(fn());
   // No release when fn settles: most scopes never create a timer, and waiting on every result
   // would cost a promise per call on the hottest path. A signal read here lives to the deadline.
   return context.with(contextWithDeadline(active, new DeadlineScope(at, source, monotonicAt)), () => startedHere(fn()));
@@ -194,12 +194,19 @@ function runWithDeadline<T>(at: number, monotonicAt: number, source: DeadlineSou
  * place. Left alone, its `.then` would be called by the caller's `await`, outside the deadline,
  * and the query it sends would have none.
  */
-function startedHere<T>(result: T): T {
-  if (result instanceof Promise || !isThenable(result)) return result;
+function startedHere<T>(result: T): Started<T> {
+  if (result instanceof Promise || !isThenable(result)) return result as Started<T>;
   return new Promise((resolve, reject) => {
     result.then(resolve, reject);
-  }) as T;
+  }) as Started<T>;
 }
+
+/**
+ * What {@link withDeadline} and {@link withTimeout} return for `fn`'s result `T`: `T` itself, except
+ * that a thenable which is not a native promise (a query builder) is started and becomes a
+ * `Promise` of its value.
+ */
+export type Started<T> = T extends Promise<unknown> ? T : T extends PromiseLike<infer U> ? Promise<U> : T;
 
 /** How a piece of work ended. */
 export type Settlement = { readonly failed: false } | { readonly failed: true; readonly error: unknown };

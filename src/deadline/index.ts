@@ -6,6 +6,7 @@ export {
   withoutDeadline,
   withTimeout,
   type Deadline,
+  type Started,
   // For lifeline's own folders (ticks run under their deadline); not re-exported by the package.
   DeadlineScope,
   contextWithDeadline,

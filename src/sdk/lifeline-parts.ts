@@ -367,15 +367,6 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
               driverDeadlines?.uninstall();
               http2Deadlines?.uninstall();
               ownDispatchers?.uninstall();
-              ownDispatchers?.uninstall();
-              http2Deadlines?.uninstall();
-              ownDispatchers?.uninstall();
-              driverDeadlines?.uninstall();
-              http2Deadlines?.uninstall();
-              ownDispatchers?.uninstall();
-              ownDispatchers?.uninstall();
-              http2Deadlines?.uninstall();
-              ownDispatchers?.uninstall();
               // NodeSDK's shutdown leaves instrumentations enabled: lifeline disables its own.
               grpcDeadlines?.disable();
               // Shutdown goes on whatever one part says; what failed is said.

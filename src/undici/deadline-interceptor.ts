@@ -39,7 +39,7 @@ type DispatchOptions = Dispatcher.DispatchOptions & { [key: symbol]: unknown };
  * `deadlineHeaderHosts`. A request nothing bounds gets at most `headersTimeoutMs` for a connection
  * and, once it has been sent in full, as long for its response head (unless it set undici's own
  * `headersTimeout`); other requests pass through unbounded, their options copied with lifeline's
- * mark ({@link DEADLINE_DECIDED}) so that no dispatcher below bounds them either.
+ * mark (`DEADLINE_DECIDED`) so that no dispatcher below bounds them either.
  * @example `new Agent().compose(deadlineInterceptor({ defaultTimeoutMs: 10_000 }))`
  */
 export function deadlineInterceptor(options: DeadlinePolicyOptions = {}): Dispatcher.DispatcherComposeInterceptor {

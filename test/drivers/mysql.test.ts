@@ -312,6 +312,31 @@ describe('mysql2: ended at the deadline, on the server too', () => {
   }, 120_000);
 });
 
+describe('mysql2: a transaction a deadline cut', () => {
+  it('the ROLLBACK sent after it, in the same expired context, still runs: the next borrower is in no transaction', async () => {
+    const pool = mysqlPromise.createPool({ ...config(), connectionLimit: 1 });
+    try {
+      const connection = await pool.getConnection();
+      const rolledBack = await withTimeout(200, async () => {
+        await connection.query('START TRANSACTION');
+        await connection.query('SELECT SLEEP(5)').catch((err: unknown) => err);
+        // As knex and Sequelize do on an error: the deadline has passed by now.
+        return connection.query('ROLLBACK').then(
+          () => 'rolled back',
+          (err: unknown) => err,
+        );
+      });
+      expect(rolledBack).toBe('rolled back');
+      connection.release();
+      // Without the ROLLBACK the next borrower's statements would run inside the open transaction.
+      const [rows] = await pool.query('SELECT @@in_transaction AS open');
+      expect(rows).toEqual([{ open: 0 }]);
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
 describe('mysql2: through the ORMs on it', () => {
   it('knex: the error the app sees is recognised and the server stops', async () => {
     const knex = (require('knex') as typeof import('knex').knex)({ client: 'mysql2', connection: config(), pool: { min: 0, max: 2 } });

@@ -271,6 +271,30 @@ describe('pg: ended at the deadline, on the server too', () => {
   }, 120_000);
 });
 
+describe('pg: a transaction a deadline cut', () => {
+  it('the ROLLBACK sent after it, in the same expired context, still runs: the next borrower gets a clean connection', async () => {
+    const pool = new pg.Pool({ ...config(), max: 1 });
+    try {
+      const client = await pool.connect();
+      const rolledBack = await withTimeout(200, async () => {
+        await client.query('BEGIN');
+        await client.query('SELECT pg_sleep(5)').catch((err: unknown) => err);
+        // As Sequelize, knex and TypeORM do on an error: the deadline has passed by now.
+        return client.query('ROLLBACK').then(
+          () => 'rolled back',
+          (err: unknown) => err,
+        );
+      });
+      expect(rolledBack).toBe('rolled back');
+      client.release();
+      // Without the ROLLBACK, every query of the next borrower fails: 25P02, in failed transaction.
+      expect((await pool.query('SELECT 3 AS n')).rows).toEqual([{ n: 3 }]);
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
 describe('pg: many calls', () => {
   it('100,000 queries each under its own deadline: no retained heap growth, no listener warning, the same 10 connections', async () => {
     setFlagsFromString('--expose-gc');

@@ -100,18 +100,31 @@ function mongoAttributes(client: MongoClientLike, operation: Operation): Request
   if (host !== undefined) attributes['server.address'] = host;
   if (seed?.port !== undefined && client.options?.srvHost === undefined) attributes['server.port'] = seed.port;
   if (typeof operation.ns?.db === 'string') attributes['db.namespace'] = operation.ns.db;
-  const name =
-    operation.commandName === 'runCommand' && operation.command !== undefined ? Object.keys(operation.command)[0] : operation.commandName;
+  const name = commandOf(operation);
   if (name !== undefined) attributes['db.operation.name'] = name;
   return attributes;
 }
+
+/** The command an operation sends: its name, or the first key of a `db.command()` document. */
+function commandOf(operation: Operation): string | undefined {
+  return operation.commandName === 'runCommand' && operation.command !== undefined
+    ? Object.keys(operation.command)[0]
+    : operation.commandName;
+}
+
+/**
+ * What the driver sends to clean up after an operation the deadline ended, often in the same
+ * expired context: refused too, a transaction would keep its locks until the server's lifetime
+ * limit (60 s) and a cursor its memory for 10 minutes. They get no deadline.
+ */
+const CLEANUP = new Set(['killCursors', 'endSessions', 'abortTransaction']);
 
 function boundExecute(original: ExecuteOperation): ExecuteOperation {
   return function executeOperation(this: unknown, ...args) {
     const [client, operation] = args;
     const rules = driver.policy;
     const given = (operation as Operation | null | undefined)?.options;
-    if (rules === undefined || typeof given !== 'object') return original.apply(this, args);
+    if (rules === undefined || typeof given !== 'object' || CLEANUP.has(commandOf(operation) ?? '')) return original.apply(this, args);
     const active = context.active();
     const deadline = driverDeadline(rules, () => mongoAttributes(client, operation), active);
     if (deadline === undefined) return original.apply(this, args);

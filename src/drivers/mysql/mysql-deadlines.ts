@@ -5,6 +5,7 @@ import type { DeadlineTimer } from '../../deadline/index.js';
 import { wrapMethods } from '../../hooks/index.js';
 import type { CallDeadline, DeadlinePolicy, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
 import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
+import { endsTransaction, operationOf } from '../sql.js';
 import { DriverInstall, type InstalledDriver } from '../driver-install.js';
 
 /**
@@ -164,11 +165,6 @@ function copyOf(exports: unknown, packageDir: string): MysqlCopy | undefined {
   }
 }
 
-/** The statement's first word, as `db.operation.name` names it for SQL without a parser. */
-function operationOf(text: unknown): string | undefined {
-  return typeof text === 'string' ? /^\s*([A-Za-z]+)/.exec(text)?.[1]?.toUpperCase() : undefined;
-}
-
 /** The SQL of a `query`/`execute` first argument: a string, an options object or a `Query` command. */
 function textOf(sql: unknown): unknown {
   return typeof sql === 'object' && sql !== null ? (sql as { sql?: unknown }).sql : sql;
@@ -203,7 +199,9 @@ function boundQuery(original: ConnectionMethod, copy: MysqlCopy): ConnectionMeth
     // The event-emitter form (rows as events, `.stream()`): its consumer owns the flow.
     if (typeof given !== 'function') return Reflect.apply(original, this, args);
     const active = context.active();
-    const deadline = driverDeadline(rules, () => mysqlAttributes(this.config, this._isMariaDB, textOf(sql)), active);
+    const deadline = endsTransaction(textOf(sql))
+      ? undefined
+      : driverDeadline(rules, () => mysqlAttributes(this.config, this._isMariaDB, textOf(sql)), active);
     // mysql2 calls back in the context of whoever made the connection (its socket's): in the
     // caller's instead, so that a query made from the callback gets its caller's deadline, never a stale one.
     const settle = context.bind(active, given);
@@ -347,8 +345,11 @@ class Hold {
       connection.stream.destroyed === true;
     const prototype = this.#copy.BaseConnection.prototype;
     for (const command of this.#held.splice(0)) {
-      if (closed) connection._addCommandClosedState(command);
-      else prototype.addCommand.call(connection, command); // an end() held in here (its Quit) still runs
+      // Closed meanwhile (retired): a command with no callback would be failed with an 'error' event,
+      // which a plain connection has no listener for; mysql2 itself leaves such a command unanswered.
+      if (closed) {
+        if (command.onResult !== undefined || connection.listenerCount('error') > 0) connection._addCommandClosedState(command);
+      } else prototype.addCommand.call(connection, command); // an end() held in here (its Quit) still runs
     }
   }
 }

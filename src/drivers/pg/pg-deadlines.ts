@@ -3,6 +3,7 @@ import { contextWithoutDeadline, type DeadlineTimer } from '../../deadline/index
 import { wrapMethods } from '../../hooks/index.js';
 import type { CallDeadline, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
 import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
+import { endsTransaction, operationOf } from '../sql.js';
 import { DriverInstall, type InstalledDriver } from '../driver-install.js';
 
 /**
@@ -16,6 +17,7 @@ type Callback = (error: unknown, result?: unknown) => void;
 
 /** The parts of node-postgres' `Client` lifeline relies on (pg 8). */
 interface PgClient {
+  listenerCount(event: 'error'): number;
   readonly host: string;
   readonly port: number;
   readonly database?: string;
@@ -99,11 +101,6 @@ export function installPgDeadlines(options: DeadlinePolicyOptions = {}): Install
   ]);
 }
 
-/** The statement's first word, as `db.operation.name` names it for SQL without a parser. */
-function operationOf(text: unknown): string | undefined {
-  return typeof text === 'string' ? /^\s*([A-Za-z]+)/.exec(text)?.[1]?.toUpperCase() : undefined;
-}
-
 function pgAttributes(
   host: string | undefined,
   port: number | string | undefined,
@@ -130,6 +127,7 @@ function boundQuery(original: Query): Query {
     if (rules === undefined || !plain) return Reflect.apply(original, this, args);
     const active = context.active();
     const text = typeof config === 'string' ? config : (config as { text?: unknown }).text;
+    if (endsTransaction(text)) return Reflect.apply(original, this, args);
     const deadline = driverDeadline(
       rules,
       rules.hasRules ? () => pgAttributes(this.host, this.port, this.database, text) : noAttributes,
@@ -268,8 +266,9 @@ function endOnServer(client: PgClient, query: PgQuery): void {
     held.release();
   };
   const confirm = setTimeout(() => {
+    // Unanswered, the server may still run it; a cancel not yet done may still hit the next query.
+    if (!answered || !cancelClosed) retire(client);
     held.release();
-    if (!answered) retire(client);
   }, CANCEL_CONFIRM_MS).unref();
   // The cancelled query ends with the server's answer (an error, 57014): pg calls its callback.
   const own = query.callback;
@@ -332,12 +331,13 @@ function holdQueue(client: PgClient): { release(): void } {
 }
 
 /**
- * Closes `client`'s connection as `end()` would (its queries fail with "Connection terminated", a
- * pool drops it when it is released or idle), without waiting for a server that may not answer, and
- * without an 'error' event a checked-out client may have no listener for.
+ * Closes `client`'s connection without waiting for a server that may not answer. A client someone
+ * listens to (pg-pool's idle listener, the app's) is told, as by a dropped connection: the pool
+ * removes it. One nobody listens to (checked out) is ended as `end()` would, with no 'error' event
+ * to crash the process; its queries fail with "Connection terminated", and a pool drops it when it is released.
  */
 function retire(client: PgClient): void {
-  client._ending = true;
+  if (client.listenerCount('error') === 0) client._ending = true;
   client.connection.stream.destroy();
 }
 
