@@ -12,6 +12,9 @@ import { DriverInstall, type InstalledDriver } from '../driver-install.js';
  * running it. A loopback or in-cluster cancel takes a few ms; a partitioned network never answers.
  */
 const CANCEL_CONFIRM_MS = 2_000;
+/** Cancels sent for one query at most, and how far apart: only while the server has not answered it. */
+const CANCEL_ATTEMPTS = 10;
+const CANCEL_RETRY_MS = 50;
 
 type Callback = (error: unknown, result?: unknown) => void;
 
@@ -265,11 +268,6 @@ function endOnServer(client: PgClient, query: PgQuery): void {
     clearTimeout(confirm);
     held.release();
   };
-  const confirm = setTimeout(() => {
-    // Unanswered, the server may still run it; a cancel not yet done may still hit the next query.
-    if (!answered || !cancelClosed) retire(client);
-    held.release();
-  }, CANCEL_CONFIRM_MS).unref();
   // The cancelled query ends with the server's answer (an error, 57014): pg calls its callback.
   const own = query.callback;
   query.callback = (...args: Parameters<Callback>) => {
@@ -277,10 +275,26 @@ function endOnServer(client: PgClient, query: PgQuery): void {
     own?.(...args);
     carryOn();
   };
-  cancelRequest(client, () => {
-    cancelClosed = true;
-    carryOn();
-  });
+  let given = false;
+  const cancel = (attempt: number): void => {
+    cancelRequest(client, () => {
+      // A cancel that reached the backend before it began the query (a short deadline, a busy server)
+      // is dropped by PostgreSQL: while the query is unanswered, ask again, a little later.
+      if (!answered && !given && attempt < CANCEL_ATTEMPTS) {
+        setTimeout(cancel, CANCEL_RETRY_MS, attempt + 1).unref();
+        return;
+      }
+      cancelClosed = true;
+      carryOn();
+    });
+  };
+  const confirm = setTimeout(() => {
+    given = true;
+    // Unanswered, the server may still run it; a cancel not yet done may still hit the next query.
+    if (!answered || !cancelClosed) retire(client);
+    held.release();
+  }, CANCEL_CONFIRM_MS).unref();
+  cancel(1);
   if (client.pipeline === true) retire(client);
 }
 
