@@ -1,6 +1,12 @@
 import { MAX_TIMER_MS } from '../errors/index.js';
 import { monotonicNow, monotonicOf } from './clock.js';
 
+/** A pending call to `onExpire` at a deadline: a {@link DeadlineTimer} of its own, or one of a deadline's watchers. */
+export interface DeadlineWatch {
+  /** Stops it; idempotent. */
+  cancel(): void;
+}
+
 /**
  * Calls `onExpire(subject)` once the deadline has been reached, never before: a timer may fire a
  * millisecond early, and a wait beyond the timer range re-arms. Measured on the monotonic clock
@@ -10,7 +16,7 @@ import { monotonicNow, monotonicOf } from './clock.js';
  * a pending deadline never keeps the process alive. The subject is passed through rather than
  * captured, so a hot path can use one shared `onExpire` and allocate no closure per call.
  */
-export class DeadlineTimer<S = undefined> {
+export class DeadlineTimer<S = undefined> implements DeadlineWatch {
   readonly #monotonicAt: number;
   readonly #onExpire: (subject: S) => void;
   readonly #subject: S;

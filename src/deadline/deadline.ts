@@ -4,7 +4,7 @@ import { defaultLogger, logSwallowed } from '../log/index.js';
 import { monotonicNow, monotonicOf } from './clock.js';
 import { ensureContextManager } from './context-manager.js';
 import { DeadlineExceededError, type DeadlineSource } from './deadline-exceeded-error.js';
-import { DeadlineTimer } from './deadline-timer.js';
+import { DeadlineTimer, type DeadlineWatch } from './deadline-timer.js';
 
 /** The deadline in force for the current work. */
 export interface Deadline {
@@ -39,6 +39,8 @@ export class DeadlineScope implements Deadline {
   #controller: AbortController | undefined;
   #timer: DeadlineTimer<DeadlineScope> | undefined;
   #released = false;
+  /** Calls waiting for this deadline (see {@link DeadlineScope.watch}); the timer runs while there are any, or a signal. */
+  #watchers: Watcher<unknown> | undefined;
 
   /** @param at - epoch ms; `monotonicAt` - its monotonic reading when the caller took both clocks itself. */
   constructor(at: number, source: DeadlineSource, monotonicAt: number = monotonicOf(at)) {
@@ -65,22 +67,97 @@ export class DeadlineScope implements Deadline {
     if (this.#controller === undefined) {
       this.#controller = new AbortController();
       // Read after the deadline, the signal is already aborted; before it, it aborts when it comes.
-      if (this.monotonicAt - monotonicNow() <= 0) DeadlineScope.#expire(this);
-      else if (!this.#released) this.#timer = new DeadlineTimer<DeadlineScope>(this.at, DeadlineScope.#expire, this, this.monotonicAt);
+      if (this.monotonicAt - monotonicNow() <= 0) this.#controller.abort(new DeadlineExceededError(this.at, this.source));
+      else if (!this.#released) this.#arm();
     }
     return this.#controller.signal;
   }
 
-  /** Stops the timer: the work this deadline bounded has settled. Idempotent. */
+  /**
+   * Calls `onExpire(subject)` once this deadline has passed, never before and always
+   * asynchronously, unless cancelled first: the call's share of the deadline's one timer. Every call
+   * under one deadline (a request's, a tick's) waits on the same timer, which runs only while one
+   * of them does; a watch costs a list link instead of a timer of its own.
+   */
+  watch<S>(onExpire: (subject: S) => void, subject: S): DeadlineWatch {
+    const watcher = new Watcher<S>(this, onExpire, subject, this.#watchers);
+    if (this.#watchers !== undefined) this.#watchers.previous = watcher as Watcher<unknown>;
+    this.#watchers = watcher as Watcher<unknown>;
+    this.#arm();
+    return watcher;
+  }
+
+  /** Stops the signal's share of the timer: the work this deadline bounded has settled. Idempotent. */
   release(): void {
     this.#released = true;
+    if (this.#watchers === undefined) this.#disarm();
+  }
+
+  #arm(): void {
+    this.#timer ??= new DeadlineTimer<DeadlineScope>(this.at, DeadlineScope.#expire, this, this.monotonicAt);
+  }
+
+  #disarm(): void {
     this.#timer?.cancel();
     this.#timer = undefined;
   }
 
+  /** `watcher` was cancelled: out of the list, and the timer stops when nothing waits any more. */
+  static unwatch(scope: DeadlineScope, watcher: Watcher<unknown>): void {
+    const { previous, next } = watcher;
+    if (previous === undefined) scope.#watchers = next;
+    else previous.next = next;
+    if (next !== undefined) next.previous = previous;
+    if (scope.#watchers === undefined && (scope.#controller === undefined || scope.#released)) scope.#disarm();
+  }
+
   static #expire(scope: DeadlineScope): void {
     scope.#timer = undefined;
-    scope.#controller?.abort(new DeadlineExceededError(scope.at, scope.source));
+    // Taken off the list before any is called: an onExpire that cancels another's watch (or its own) changes nothing.
+    const expired: Watcher<unknown>[] = [];
+    for (let watcher = scope.#watchers; watcher !== undefined; watcher = watcher.next) expired.push(watcher);
+    for (const watcher of expired) watcher.unlink();
+    scope.#watchers = undefined;
+    if (!scope.#released) scope.#controller?.abort(new DeadlineExceededError(scope.at, scope.source));
+    for (const watcher of expired) watcher.expire();
+  }
+}
+
+/** One call waiting on a deadline's timer: a link in its scope's list. */
+class Watcher<S> implements DeadlineWatch {
+  /** The scope whose list holds it; `undefined` once taken off (cancelled, or due). */
+  #scope: DeadlineScope | undefined;
+  /** False once cancelled or called. */
+  #pending = true;
+  readonly #onExpire: (subject: S) => void;
+  readonly #subject: S;
+  previous: Watcher<unknown> | undefined;
+  next: Watcher<unknown> | undefined;
+
+  constructor(scope: DeadlineScope, onExpire: (subject: S) => void, subject: S, next: Watcher<unknown> | undefined) {
+    this.#scope = scope;
+    this.#onExpire = onExpire;
+    this.#subject = subject;
+    this.next = next;
+  }
+
+  cancel(): void {
+    this.#pending = false;
+    const scope = this.#scope;
+    if (scope === undefined) return;
+    this.#scope = undefined;
+    DeadlineScope.unwatch(scope, this as Watcher<unknown>);
+  }
+
+  /** Taken off its scope's list, which the deadline is emptying. */
+  unlink(): void {
+    this.#scope = undefined;
+  }
+
+  expire(): void {
+    if (!this.#pending) return; // cancelled by an earlier watcher's onExpire
+    this.#pending = false;
+    this.#onExpire(this.#subject);
   }
 }
 

@@ -17,6 +17,6 @@ export {
 } from './deadline.js';
 export { ensureContextManager } from './context-manager.js';
 // For lifeline's own folders: the one timer every client's deadline uses.
-export { DeadlineTimer } from './deadline-timer.js';
+export { DeadlineTimer, type DeadlineWatch } from './deadline-timer.js';
 // For lifeline's own folders: the two clocks a deadline is read on.
 export { epochOf, monotonicNow, monotonicOf } from './clock.js';

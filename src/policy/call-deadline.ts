@@ -21,6 +21,8 @@ export interface CallDeadline {
   readonly untilHeaders: boolean;
   /** The headers bound, in ms (`untilHeaders` only): how long each bounded phase may take. */
   readonly boundMs?: number;
+  /** The context's deadline, when the call has it (not `fromPolicy`): its calls share its one timer ({@link DeadlineScope.watch}). */
+  readonly scope?: DeadlineScope;
 }
 
 /**
@@ -74,7 +76,7 @@ export function callDeadline(
       return { at: Date.now() + budget, monotonicAt, source: 'policy', fromPolicy: true, untilHeaders: false };
   }
   if (context !== undefined)
-    return { at: context.at, monotonicAt: context.monotonicAt, source: context.source, fromPolicy: false, untilHeaders: false };
+    return { at: context.at, monotonicAt: context.monotonicAt, source: context.source, fromPolicy: false, untilHeaders: false, scope: context };
   if (policy.defaultTimeoutMs !== undefined)
     return {
       at: Date.now() + policy.defaultTimeoutMs,

@@ -1,7 +1,7 @@
 import { context, type Context } from '@opentelemetry/api';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import type { DeadlineTimer } from '../../deadline/index.js';
+import type { DeadlineWatch } from '../../deadline/index.js';
 import { wrapMethods } from '../../hooks/index.js';
 import type { CallDeadline, DeadlinePolicy, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
 import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
@@ -229,7 +229,7 @@ class QueryCall {
   readonly #settle: Callback;
   readonly #copy: MysqlCopy;
   #command: MysqlCommand | undefined;
-  #timer: DeadlineTimer<QueryCall> | undefined;
+  #timer: DeadlineWatch | undefined;
   #settled = false;
   /** Told the killed query's own answer, which its caller never sees. */
   #late: ((error: unknown) => void) | undefined;

@@ -1,5 +1,5 @@
 import { context, type Context } from '@opentelemetry/api';
-import { contextWithoutDeadline, type DeadlineTimer } from '../../deadline/index.js';
+import { contextWithoutDeadline, type DeadlineWatch } from '../../deadline/index.js';
 import { wrapMethods } from '../../hooks/index.js';
 import type { CallDeadline, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
 import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
@@ -189,7 +189,7 @@ class QueryCall {
   readonly #deadline: CallDeadline;
   readonly #settle: Callback;
   #query: PgQuery | undefined;
-  #timer: DeadlineTimer<QueryCall> | undefined;
+  #timer: DeadlineWatch | undefined;
   #settled = false;
   /** The callback pg calls with the server's answer (or its own error). */
   readonly callback: Callback;
@@ -471,7 +471,7 @@ class PoolWait {
   caller: Context;
   /** pg-pool's pending item for this waiter, once queued. */
   queued: object | undefined;
-  #timer: DeadlineTimer<PoolWait> | undefined;
+  #timer: DeadlineWatch | undefined;
   #settled = false;
   /** What pg-pool calls with a client (or its error). */
   readonly waiter: PoolCallback;

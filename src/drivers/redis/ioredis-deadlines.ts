@@ -1,5 +1,5 @@
 import { context } from '@opentelemetry/api';
-import { contextWithoutDeadline, monotonicNow, type DeadlineTimer } from '../../deadline/index.js';
+import { contextWithoutDeadline, monotonicNow, type DeadlineWatch } from '../../deadline/index.js';
 import { wrapMethod } from '../../hooks/index.js';
 import type { CallDeadline, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
 import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
@@ -202,7 +202,7 @@ class CommandCall {
   /** Where the command was queued last (a Cluster hands it to a node's connection). */
   client: IoClient;
   #origin: IoClient;
-  #timer: DeadlineTimer<CommandCall> | undefined;
+  #timer: DeadlineWatch | undefined;
   expired = false;
 
   constructor(command: IoCommand, deadline: CallDeadline, client: IoClient, inPipeline: boolean) {

@@ -1,5 +1,5 @@
 import { context, type Context } from '@opentelemetry/api';
-import { contextWithoutDeadline, monotonicNow, type DeadlineTimer } from '../../deadline/index.js';
+import { contextWithoutDeadline, monotonicNow, type DeadlineWatch } from '../../deadline/index.js';
 import { wrapMethod } from '../../hooks/index.js';
 import type { CallDeadline, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
 import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
@@ -175,7 +175,7 @@ class CommandCall {
   readonly #deadline: CallDeadline;
   readonly #connection: Connection | undefined;
   #abort: AbortController | undefined;
-  #timer: DeadlineTimer<CommandCall> | undefined;
+  #timer: DeadlineWatch | undefined;
   #settled = false;
   #reject: ((error: unknown) => void) | undefined;
 
