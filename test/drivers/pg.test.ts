@@ -248,9 +248,22 @@ describe('pg: ended at the deadline, on the server too', () => {
     }
   });
 
-  it('1,000 deadline-ended queries on a pool of 10 leave 10 usable connections and nothing waiting', async () => {
-    const pool = new pg.Pool({ ...config(), max: 10 });
+  it('1,000 deadline-ended queries on a pool of 10 leave 10 usable connections and nothing waiting, and cost no reconnects', async () => {
+    let made = 0;
+    // Every connection the pool opens, attempts that a deadline cut included (not the cancel
+    // requests', made from the same class with no credentials).
+    const Counted = class extends pg.Client {
+      constructor(options?: ConstructorParameters<typeof pg.Client>[0]) {
+        super(options);
+        if (typeof options === 'object' && options.user !== undefined) made++;
+      }
+    };
+    const pool = new pg.Pool({ ...config(), max: 10, Client: Counted });
     try {
+      // Warm, as a pool in service is: the 20 ms deadlines below are for queries, not for connecting.
+      const warm = await Promise.all(Array.from({ length: 10 }, () => pool.connect()));
+      for (const c of warm) c.release();
+      made = 0;
       for (let round = 0; round < 100; round++) {
         const ended = await Promise.all(
           Array.from({ length: 10 }, () => withTimeout(20, () => pool.query('SELECT pg_sleep(5)')).catch((err: unknown) => err)),
@@ -265,10 +278,51 @@ describe('pg: ended at the deadline, on the server too', () => {
       );
       expect(new Set(pids.map((p) => p.pid)).size).toBe(10);
       for (const c of clients) c.release();
+      // A cut query's connection goes back to the pool once the server has ended the query: without
+      // that, pg-pool drops it and each of the 1,000 cuts costs a connect and a new backend.
+      expect(made).toBe(0);
     } finally {
       await pool.end();
     }
   }, 120_000);
+
+  it("a cut query's connection serves the next caller only once the server has ended the query", async () => {
+    const pool = new pg.Pool({ ...config(), max: 1 });
+    try {
+      const first = await pool.query('SELECT pg_backend_pid() AS pid');
+      const pid = (first.rows[0] as { pid: number }).pid;
+      const cut = withTimeout(100, () => pool.query('SELECT pg_sleep(5)')).catch((err: unknown) => err);
+      // Queued behind the cut query on the pool's one connection, with no deadline of its own.
+      const next = pool.query(
+        "SELECT pg_backend_pid() AS pid, (SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(5)') AS sleeping",
+      );
+      expect(isDeadlineExceeded(await cut)).toBe(true);
+      const row = (await next).rows[0] as { pid: number; sleeping: string };
+      expect(row.pid).toBe(pid); // the same connection: not dropped
+      expect(Number(row.sleeping)).toBe(0); // and the cut query no longer ran when it served again
+      expect(pool.totalCount).toBe(1);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('a cut query that leaves a transaction open: its connection is dropped, not handed on', async () => {
+    const pool = new pg.Pool({ ...config(), max: 1 });
+    try {
+      const before = ((await pool.query('SELECT pg_backend_pid() AS pid')).rows[0] as { pid: number }).pid;
+      // One simple-protocol string: BEGIN runs, the sleep is cancelled, the transaction stays (aborted).
+      const cut = await withTimeout(100, () => pool.query('BEGIN; SELECT pg_sleep(5)')).catch((err: unknown) => err);
+      expect(isDeadlineExceeded(cut)).toBe(true);
+      const after = (await pool.query('SELECT pg_backend_pid() AS pid, now() = statement_timestamp() AS fresh')).rows[0] as {
+        pid: number;
+        fresh: boolean;
+      };
+      expect(after.pid).not.toBe(before);
+      expect(after.fresh).toBe(true); // outside a transaction (in one, now() is the transaction's start)
+    } finally {
+      await pool.end();
+    }
+  });
 });
 
 describe('pg: a transaction a deadline cut', () => {

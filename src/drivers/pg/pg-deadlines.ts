@@ -1,5 +1,5 @@
 import { context, type Context } from '@opentelemetry/api';
-import { contextWithoutDeadline, type DeadlineWatch } from '../../deadline/index.js';
+import { contextWithoutDeadline, isDeadlineExceeded, type DeadlineWatch } from '../../deadline/index.js';
 import { wrapMethods } from '../../hooks/index.js';
 import type { CallDeadline, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
 import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
@@ -36,6 +36,9 @@ interface PgClient {
   _pulseQueryQueue: () => void;
   connection: PgConnection;
   constructor: new (config: object) => PgClient;
+  on(event: 'error', listener: () => void): void;
+  removeListener(event: 'error', listener: () => void): void;
+  [CUT]?: Cut | undefined;
 }
 interface PgQuery {
   callback?: Callback;
@@ -46,6 +49,7 @@ interface PgConnection {
   cancel(processID: number, secretKey: number): void;
   on(event: string, listener: (...args: unknown[]) => void): void;
   once(event: string, listener: (...args: unknown[]) => void): void;
+  prependOnceListener(event: 'readyForQuery', listener: (message: { status?: string }) => void): void;
 }
 interface PgPool {
   readonly ending?: boolean;
@@ -61,6 +65,10 @@ type Query = (this: PgClient, ...args: unknown[]) => unknown;
 type Connect = (this: PgClient, ...args: unknown[]) => unknown;
 type PoolConnect = (this: PgPool, ...args: unknown[]) => unknown;
 type NewClient = (this: PgPool, pendingItem: object) => unknown;
+type Release = (this: PgPool, client: PgClient, idleListener: unknown, error?: unknown) => unknown;
+
+/** The cut query a client's connection is still ending on the server, on the client (one per connection, so no WeakMap). */
+const CUT = Symbol('lifeline.pg.cut');
 
 const driver = new DriverInstall();
 
@@ -99,7 +107,11 @@ export function installPgDeadlines(options: DeadlinePolicyOptions = {}): Install
       module: 'pg-pool',
       file: 'index.js',
       patch: (exports) =>
-        wrapMethods((exports as { prototype?: object }).prototype, 'lifeline.pg', { connect: boundPoolConnect, newClient: boundNewClient }),
+        wrapMethods((exports as { prototype?: object }).prototype, 'lifeline.pg', {
+          connect: boundPoolConnect,
+          newClient: boundNewClient,
+          _release: boundRelease,
+        }),
     },
   ]);
 }
@@ -223,9 +235,11 @@ class QueryCall {
     const queued = query === undefined ? -1 : client._queryQueue.indexOf(query);
     if (queued !== -1) client._queryQueue.splice(queued, 1); // never sent: nothing runs on the server
     const sent = queued === -1 && query !== undefined && isOnTheWire(client, query);
+    // Marked before the caller hears: pool.query releases the client in the caller's callback.
+    const cut = sent ? new Cut(client) : undefined;
     // The caller first, then the server: the cancel's connection is set up after the caller has its error.
     call.#settle(deadlineError(call.#deadline));
-    if (sent) endOnServer(client, query);
+    if (cut !== undefined) endOnServer(client, cut);
   }
 }
 
@@ -254,33 +268,35 @@ function isOnTheWire(client: PgClient, query: PgQuery): boolean {
  * one). The client carries on once the server has answered the cancelled query and the cancel
  * connection has closed; if the server has not answered within {@link CANCEL_CONFIRM_MS}, or the
  * client is pipelined (the queries behind it are already on the wire), the connection is retired.
+ * `cut` hears which: clean (the server is idle on it again, outside any transaction) or not.
  */
-function endOnServer(client: PgClient, query: PgQuery): void {
+function endOnServer(client: PgClient, cut: Cut): void {
   if (client.processID === null || client.secretKey === null) {
-    retire(client);
+    retire(client, cut);
     return;
   }
   const held = holdQueue(client);
   let cancelClosed = false;
-  let answered = false;
+  /** The server's transaction status once it has answered the cancelled query ('I': idle, outside a transaction). */
+  let answered: string | undefined;
   const carryOn = (): void => {
-    if (!cancelClosed || !answered) return;
+    if (!cancelClosed || answered === undefined) return;
     clearTimeout(confirm);
     held.release();
+    cut.settle(answered === 'I');
   };
-  // The cancelled query ends with the server's answer (an error, 57014): pg calls its callback.
-  const own = query.callback;
-  query.callback = (...args: Parameters<Callback>) => {
-    answered = true;
-    own?.(...args);
+  // The cancelled query ends with the server's answer (an error, 57014) and then ReadyForQuery, which
+  // says whether a transaction is still open. Ahead of pg's own listener, which sends the next query.
+  client.connection.prependOnceListener('readyForQuery', (message) => {
+    answered = message.status ?? '';
     carryOn();
-  };
+  });
   let given = false;
   const cancel = (attempt: number): void => {
     cancelRequest(client, () => {
       // A cancel that reached the backend before it began the query (a short deadline, a busy server)
       // is dropped by PostgreSQL: while the query is unanswered, ask again, a little later.
-      if (!answered && !given && attempt < CANCEL_ATTEMPTS) {
+      if (answered === undefined && !given && attempt < CANCEL_ATTEMPTS) {
         setTimeout(cancel, CANCEL_RETRY_MS, attempt + 1).unref();
         return;
       }
@@ -291,11 +307,41 @@ function endOnServer(client: PgClient, query: PgQuery): void {
   const confirm = setTimeout(() => {
     given = true;
     // Unanswered, the server may still run it; a cancel not yet done may still hit the next query.
-    if (!answered || !cancelClosed) retire(client);
+    if (answered === undefined || !cancelClosed) retire(client, cut);
     held.release();
+    cut.settle(answered === 'I');
   }, CANCEL_CONFIRM_MS).unref();
   cancel(1);
-  if (client.pipeline === true) retire(client);
+  if (client.pipeline === true) retire(client, cut);
+}
+
+/**
+ * A connection whose query a deadline cut, until the server has ended that query: whether it can
+ * serve again (clean) or must be closed. pg-pool gets the client back only then ({@link boundRelease}).
+ */
+class Cut {
+  readonly #client: PgClient;
+  #clean: boolean | undefined;
+  #then: ((clean: boolean) => void) | undefined;
+
+  constructor(client: PgClient) {
+    this.#client = client;
+    client[CUT] = this;
+  }
+
+  /** Once: later calls change nothing (a retire after the answer, the confirm timer after a retire). */
+  settle(clean: boolean): void {
+    if (this.#clean !== undefined) return;
+    this.#clean = clean;
+    // Off the client: a later release, with no cut pending, is pg-pool's as always.
+    if (this.#client[CUT] === this) this.#client[CUT] = undefined;
+    this.#then?.(clean);
+  }
+
+  whenSettled(then: (clean: boolean) => void): void {
+    if (this.#clean === undefined) this.#then = then;
+    else then(this.#clean);
+  }
 }
 
 /** Sends PostgreSQL's CancelRequest for `client`'s backend on a new connection; `done` once it closed (or failed). */
@@ -350,9 +396,35 @@ function holdQueue(client: PgClient): { release(): void } {
  * removes it. One nobody listens to (checked out) is ended as `end()` would, with no 'error' event
  * to crash the process; its queries fail with "Connection terminated", and a pool drops it when it is released.
  */
-function retire(client: PgClient): void {
+function retire(client: PgClient, cut?: Cut): void {
+  cut?.settle(false);
   if (client.listenerCount('error') === 0) client._ending = true;
   client.connection.stream.destroy();
+}
+
+/**
+ * pg-pool removes a client released with an error, and pool.query releases with the query's: a
+ * query cut by its deadline would cost the pool a connection and the next caller a new one (a
+ * connect, authentication, a backend started), a storm of them when a slow database makes every
+ * query miss its deadline. The client goes back to the pool instead, once the server has ended the
+ * cut query on it outside a transaction; otherwise it is removed as before. Until then it is
+ * neither idle nor free, so no other caller gets it while the server may still run the query.
+ */
+function boundRelease(original: Release): Release {
+  return function _release(this: PgPool, client: PgClient, idleListener: unknown, error?: unknown): unknown {
+    const cut = client[CUT];
+    if (cut === undefined || !isDeadlineExceeded(error)) return original.call(this, client, idleListener, error);
+    // A connection dropped meanwhile is not clean; and its error must not go unheard.
+    const dropped = (): void => {
+      cut.settle(false);
+    };
+    client.on('error', dropped);
+    cut.whenSettled((clean) => {
+      client.removeListener('error', dropped);
+      original.call(this, client, idleListener, clean ? undefined : error);
+    });
+    return undefined;
+  };
 }
 
 function boundConnect(original: Connect): Connect {
@@ -422,7 +494,15 @@ function boundPoolConnect(original: PoolConnect): PoolConnect {
       rules.hasRules ? () => pgAttributes(this.options.host, this.options.port, this.options.database) : noAttributes,
       active,
     );
-    if (deadline === undefined) return Reflect.apply(original, this, args);
+    if (deadline === undefined) {
+      const pending = this._pendingQueue;
+      const waiting = pending?.length ?? 0;
+      const result = Reflect.apply(original, this, args);
+      // Queued with no deadline: pg-pool hands it the next freed client in the context of whoever freed
+      // it, often a caller whose deadline has passed (a cut query's): it must get its own, with none.
+      if (pending !== undefined && pending.length > waiting) handOverIn(pending[pending.length - 1], active);
+      return result;
+    }
     const callback = args[0] as PoolCallback | undefined;
     let result: Promise<unknown> | undefined;
     let settle: PoolCallback;
@@ -459,6 +539,17 @@ function boundPoolConnect(original: PoolConnect): PoolConnect {
       wait.queued = queued;
     }
     return result;
+  };
+}
+
+/** pg-pool's waiter `item` gets its client (a freed one, or one made for it) in its caller's context `caller`. */
+function handOverIn(item: (PendingItem & { callback?: unknown }) | undefined, caller: Context): void {
+  if (item === undefined || typeof item.callback !== 'function') return;
+  item[CALLER] = caller;
+  const callback = item.callback as PoolCallback;
+  item.callback = (error: unknown, client?: PooledClient, done?: unknown): void => {
+    if (context.active() === caller) callback(error, client, done);
+    else context.with(caller, callback, undefined, error, client, done);
   };
 }
 
