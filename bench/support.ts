@@ -1,4 +1,6 @@
+import { execFileSync } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { isDeadlineExceeded, withDeadline } from 'otel-lifeline';
 /** Helpers shared by the benchmarks: repeated timing, medians, and a markdown-ish report. */
 
@@ -230,4 +232,25 @@ export async function profiledSelfTimeUs(calls: number, run: () => Promise<void>
   } finally {
     session.disconnect();
   }
+}
+
+/**
+ * Puts the servers `pids` (and the processes they start later) on the machine's last CPU and this
+ * process on the others, as a database on a host of its own would be: on a 2-core machine a
+ * server's bursts (PostgreSQL forking a backend per cancel request) otherwise preempt the client
+ * being measured, and ratios swing with who ran where. Says what it did; without `taskset` (or with
+ * one CPU) it changes nothing.
+ */
+export function pinApart(pids: readonly number[]): string {
+  const cpus = availableParallelism();
+  if (cpus < 2) return 'one CPU: not pinned';
+  const last = String(cpus - 1);
+  const rest = cpus === 2 ? '0' : `0-${String(cpus - 2)}`;
+  try {
+    for (const pid of pids) execFileSync('taskset', ['-a', '-p', '-c', last, String(pid)], { stdio: 'ignore' });
+    execFileSync('taskset', ['-a', '-p', '-c', rest, String(process.pid)], { stdio: 'ignore' });
+  } catch (error) {
+    return `not pinned (${error instanceof Error ? error.message.split('\n')[0] : String(error)})`;
+  }
+  return `servers on CPU ${last}, the benchmark on CPU ${rest}`;
 }

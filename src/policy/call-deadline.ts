@@ -76,7 +76,14 @@ export function callDeadline(
       return { at: Date.now() + budget, monotonicAt, source: 'policy', fromPolicy: true, untilHeaders: false };
   }
   if (context !== undefined)
-    return { at: context.at, monotonicAt: context.monotonicAt, source: context.source, fromPolicy: false, untilHeaders: false, scope: context };
+    return {
+      at: context.at,
+      monotonicAt: context.monotonicAt,
+      source: context.source,
+      fromPolicy: false,
+      untilHeaders: false,
+      scope: context,
+    };
   if (policy.defaultTimeoutMs !== undefined)
     return {
       at: Date.now() + policy.defaultTimeoutMs,

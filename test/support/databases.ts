@@ -14,6 +14,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export interface PostgresServer {
+  /** The server's process id (its children inherit what is set on it: a benchmark pins it to a core of its own). */
+  readonly pid: number;
   readonly host: string;
   readonly port: number;
   readonly user: string;
@@ -40,6 +42,8 @@ export interface MariadbServer {
 }
 
 export interface RedisServer {
+  /** The server's process id (its children inherit what is set on it: a benchmark pins it to a core of its own). */
+  readonly pid: number;
   readonly host: string;
   readonly port: number;
   /** The server's working directory (removed by `stop()`). */
@@ -138,7 +142,17 @@ export async function startPostgres(): Promise<PostgresServer> {
         dir,
       ).then(parseCsv);
     const stop = stopper(server.child, dir, 'SIGQUIT');
-    return { host: HOST, port: server.port, user: USER, password: PASSWORD, database: DATABASE, dir, admin, stop };
+    return {
+      host: HOST,
+      port: server.port,
+      pid: server.child.pid ?? 0,
+      user: USER,
+      password: PASSWORD,
+      database: DATABASE,
+      dir,
+      admin,
+      stop,
+    };
   } catch (error) {
     removeDir(dir);
     throw error;
@@ -356,6 +370,7 @@ export async function startRedis(): Promise<RedisServer> {
     return {
       host: HOST,
       port: server.port,
+      pid: server.child.pid ?? 0,
       dir,
       admin: (args) => resp(server.port, args),
       stop: stopper(server.child, dir, 'SIGKILL'),
