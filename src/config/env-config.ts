@@ -8,6 +8,8 @@ export interface EnvConfig {
   healthIntervalMs?: number;
   defaultTimeoutMs?: number;
   diagnosticsLog?: 'debug' | 'info';
+  /** `LIFELINE_STUCK_AFTER_MS`: a request or call with no deadline in flight this long is exported as stuck (`diagnostics.stuckAfterMs`). */
+  stuckAfterMs?: number;
   logLevel?: string;
   /** `LIFELINE_INBOUND_DEADLINES`: whose inbound deadlines are obeyed (`DeadlinePropagator`'s and gRPC's `trustInbound`). */
   inboundDeadlines?: TrustInbound;
@@ -52,6 +54,7 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
   const healthIntervalMs = healthIntervalFromEnv(env);
   const defaultTimeoutMs = integer(env, 'LIFELINE_DEFAULT_TIMEOUT_MS', 1, 86_400_000);
   const diagnosticsLog = oneOfEnv(env, 'LIFELINE_DIAGNOSTICS_LOG', ['debug', 'info'] as const);
+  const stuckAfterMs = integer(env, 'LIFELINE_STUCK_AFTER_MS', 1, 86_400_000);
   const logLevel = oneOfEnv(env, 'LIFELINE_LOG_LEVEL', LOG_LEVELS);
   const inboundDeadlines = trustFromEnv(env, 'LIFELINE_INBOUND_DEADLINES');
   // At most the default maxInboundMs, which register mode cannot change.
@@ -87,6 +90,7 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
     ...(healthIntervalMs === undefined ? {} : { healthIntervalMs }),
     ...(defaultTimeoutMs === undefined ? {} : { defaultTimeoutMs }),
     ...(diagnosticsLog === undefined ? {} : { diagnosticsLog }),
+    ...(stuckAfterMs === undefined ? {} : { stuckAfterMs }),
     ...(logLevel === undefined ? {} : { logLevel }),
     ...(inboundDeadlines === undefined ? {} : { inboundDeadlines }),
     ...(minInboundMs === undefined ? {} : { minInboundMs }),

@@ -72,12 +72,19 @@ export function state(node: InFlightNode): string {
  * deadline, by how many whole seconds. No paths: they would make an operation name per resource
  * (and may hold what redaction does not know to hide); the URL is in the attributes.
  */
-export function snapshotName(node: InFlightNode, kind: SpanKind, overdueMs: number | undefined): string {
+export function snapshotName(node: InFlightNode, kind: SpanKind, overdueMs: number | undefined, stuckMs?: number): string {
   const target = targetOf(node, kind);
   const where = target !== undefined && !node.name.includes(target) ? ` ${target}` : '';
   // Rounded as the overview's tenths read (1.96 s reads 2.0 s there, so 2 s here).
   const wholeSeconds = overdueMs === undefined ? 0 : Math.round(overdueMs / 1_000);
-  const late = overdueMs === undefined ? '' : wholeSeconds === 0 ? ', past deadline' : `, ${String(wholeSeconds)} s past deadline`;
+  const late =
+    overdueMs !== undefined
+      ? wholeSeconds === 0
+        ? ', past deadline'
+        : `, ${String(wholeSeconds)} s past deadline`
+      : stuckMs !== undefined
+        ? `, ${String(Math.round(stuckMs / 1_000))} s, no deadline`
+        : '';
   return `${node.name}${where} (in flight${late})`;
 }
 

@@ -11,10 +11,11 @@ import {
   type Tracer,
   type TracerProvider,
 } from '@opentelemetry/api';
-import { numberOption, oneOf } from '../errors/index.js';
-import { defaultLogger, type Logger } from '../log/index.js';
+import { MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
+import { defaultLogger, logSwallowed, type Logger } from '../log/index.js';
 import {
   ATTR_DEADLINE_AT,
+  ATTR_DEADLINE_SOURCE,
   ATTR_DIAGNOSTIC_SPAN_TREE,
   ATTR_DEADLINE_EXCEEDED,
   ATTR_DIAGNOSTIC_STACKS,
@@ -60,6 +61,24 @@ export interface DiagnosticsOptions {
    * the tick's own trace, else a trace of its own.
    */
   ids?: SnapshotIdGenerator;
+  /**
+   * When a request or call with no deadline counts as stuck (see {@link Diagnostics.exportStuck}):
+   * in flight this long. Default 10 000: under the 30 s a Kubernetes liveness probe takes to restart
+   * a pod with its defaults (10 s period × 3 failures), so what it was doing is exported before the
+   * restart, and far above what a request to a healthy service takes. Work past its deadline is
+   * stuck at once.
+   */
+  stuckAfterMs?: number;
+}
+
+/** What one {@link Diagnostics.exportStuck} round found and did. */
+export interface StuckRound {
+  /** Stuck spans in flight whose parent is not itself stuck (each heads a stuck subtree). */
+  readonly stuck: number;
+  /** Snapshot trees exported this round. */
+  readonly exported: number;
+  /** Stuck spans left out this round by the caps (counted in a summary span instead). */
+  readonly capped: number;
 }
 
 /** Snapshot spans exported per verdict at most: enough to show stuck work, not a flood. */
@@ -72,6 +91,11 @@ const MAX_TREE_NODES = 1_000;
 const MAX_STACKS = 256;
 /** In-flight spans whose snapshot is remembered (exported once each, linked by later verdicts). */
 const REMEMBERED_SNAPSHOTS = 4_096;
+/** Stuck trees exported per round at most, and per route (or span name) per `minIntervalMs`: a storm of stuck requests is summarised, not exported one by one. */
+const STUCK_PER_ROUND = 10;
+const STUCK_PER_ROUTE = 3;
+/** A stuck span is exported once when found, and once more when it has been stuck this long (then it is a hang, not a slow answer). */
+const STUCK_AGAIN_MS = 60_000;
 
 /** Attributes worth showing for a stuck span: what it calls, where, and for which tick. */
 const KEY_ATTRIBUTES = [
@@ -111,13 +135,30 @@ export class Diagnostics implements HealthDiagnostics {
    * Real span ID → its snapshot, oldest first: a span in flight is exported once, not per verdict,
    * and again once its deadline has passed (so it shows it). Only snapshots that were recorded.
    */
-  readonly #snapshots = new Map<string, { readonly context: SpanContext; readonly overdue: boolean }>();
+  readonly #snapshots = new Map<string, { readonly context: SpanContext; readonly overdue: boolean; readonly again?: boolean }>();
   #lastEmit: number | undefined;
   #lastBlockEmit: number | undefined;
+  readonly #stuckAfterMs: number;
+  /** Stuck trees exported per route in the current `minIntervalMs` window, and when it began. */
+  #stuckByRoute = new Map<string, number>();
+  #stuckWindow = 0;
+  #lastStuckSummary: number | undefined;
+  #stuckTimer: NodeJS.Timeout | undefined;
 
   constructor(options: DiagnosticsOptions = {}) {
-    const { inFlight, tracerProvider, logger, minIntervalMs = 60_000, maxBytes = 16_384, log = 'debug', ids } = options;
+    const {
+      inFlight,
+      tracerProvider,
+      logger,
+      minIntervalMs = 60_000,
+      maxBytes = 16_384,
+      log = 'debug',
+      ids,
+      stuckAfterMs = 10_000,
+    } = options;
     numberOption('diagnostics.minIntervalMs', minIntervalMs, { min: 0, unit: 'ms' });
+    numberOption('diagnostics.stuckAfterMs', stuckAfterMs, { min: 1, max: MAX_TIMER_MS, unit: 'ms' });
+    this.#stuckAfterMs = stuckAfterMs;
     numberOption('diagnostics.maxBytes', maxBytes, { min: 256, integer: true });
     this.#inFlight = inFlight;
     this.#tracer = scopeTracer(tracerProvider);
@@ -179,9 +220,144 @@ export class Diagnostics implements HealthDiagnostics {
     };
   }
 
-  /** Stops sampling event-loop delay. */
+  /** Stops sampling event-loop delay, and the stuck-work rounds. */
   close(): void {
     this.#process.stop();
+    this.watchStuck(undefined);
+  }
+
+  /**
+   * @internal Runs {@link Diagnostics.exportStuck} every `intervalMs` (the catalog's interval: stuck
+   * work is exported within one interval of becoming stuck), or stops it (`undefined`). Unref-ed.
+   */
+  watchStuck(intervalMs: number | undefined): void {
+    clearInterval(this.#stuckTimer);
+    this.#stuckTimer = undefined;
+    if (intervalMs === undefined || this.#inFlight === undefined) return;
+    this.#stuckTimer = setInterval(() => {
+      try {
+        this.exportStuck();
+      } catch (error) {
+        // Showing stuck work must never take down the process doing it.
+        logSwallowed(this.#logger ?? defaultLogger(), 'exporting stuck work', error);
+      }
+    }, intervalMs).unref();
+  }
+
+  /**
+   * Exports work that is stuck, with no verdict needed (a service that registered no component has
+   * none): every span still in flight past its deadline, and every request (server span) or call
+   * (client span) with no deadline in flight for `stuckAfterMs`, as an `(in flight)` snapshot of
+   * it and its subtree (the same snapshot spans a verdict exports: `lifeline.in_flight`, status
+   * ERROR, the creation stack), rooted in its own trace. Once per span, and once more when it has
+   * been stuck a minute. At most {@link STUCK_PER_ROUND} trees a round and {@link STUCK_PER_ROUTE}
+   * per route each `minIntervalMs`; what the caps leave out is counted in one `stuck work` summary
+   * span per `minIntervalMs`. Cost: one pass over the tracked spans.
+   */
+  exportStuck(now: number = Date.now()): StuckRound {
+    const tracker = this.#inFlight;
+    if (tracker === undefined) return { stuck: 0, exported: 0, capped: 0 };
+    const all = tracker.all();
+    const stuck = new Map<string, { readonly span: TrackedSpan; readonly stuckMs: number }>();
+    for (const span of all) {
+      const stuckMs = this.#stuckFor(span, now);
+      if (stuckMs !== undefined) stuck.set(span.spanId, { span, stuckMs });
+    }
+    if (stuck.size === 0) return { stuck: 0, exported: 0, capped: 0 };
+    if (now - this.#stuckWindow >= this.#minIntervalMs) {
+      this.#stuckWindow = now;
+      this.#stuckByRoute = new Map();
+    }
+    let exported = 0;
+    let stuckTops = 0;
+    const capped = new Map<string, number>();
+    let children: Map<string, TrackedSpan[]> | undefined;
+    for (const { span, stuckMs } of stuck.values()) {
+      // The top of a stuck subtree: a child stuck under a stuck parent is shown in the parent's tree.
+      if (span.parentSpanId !== undefined && stuck.has(span.parentSpanId)) continue;
+      stuckTops++;
+      const known = this.#snapshots.get(span.spanId);
+      const due = known === undefined || (known.again !== true && stuckMs >= STUCK_AGAIN_MS);
+      if (!due) continue;
+      const route = routeOf(span);
+      const routeCount = this.#stuckByRoute.get(route) ?? 0;
+      if (exported >= STUCK_PER_ROUND || routeCount >= STUCK_PER_ROUTE) {
+        capped.set(route, (capped.get(route) ?? 0) + 1);
+        continue;
+      }
+      children ??= childrenOf(all);
+      const subtree = [span, ...descendants(span.spanId, children)];
+      const [node] = this.#tree(subtree, now, { nodes: MAX_TREE_NODES, stacks: MAX_STACKS });
+      if (node === undefined) continue;
+      if (this.#exportStuckTree(node, now, stuckMs, known !== undefined)) {
+        exported++;
+        this.#stuckByRoute.set(route, routeCount + 1);
+      }
+    }
+    const left = [...capped.values()].reduce((sum, n) => sum + n, 0);
+    if (left > 0 && (this.#lastStuckSummary === undefined || now - this.#lastStuckSummary >= this.#minIntervalMs)) {
+      this.#lastStuckSummary = now;
+      this.#stuckSummary(capped, left, stuckTops, now);
+    }
+    return { stuck: stuckTops, exported, capped: left };
+  }
+
+  /** Ms `span` has been stuck by `now`: past its deadline, or (a request or call with none) in flight over `stuckAfterMs`. */
+  #stuckFor(span: TrackedSpan, now: number): number | undefined {
+    const deadline = span.span.attributes[ATTR_DEADLINE_AT];
+    if (typeof deadline === 'string') {
+      const at = Date.parse(deadline);
+      // The headers bound is a bound on the response head, not a deadline of the work.
+      if (!Number.isNaN(at) && span.span.attributes[ATTR_DEADLINE_SOURCE] !== 'headers') return at < now ? now - at : undefined;
+    }
+    const kind = span.span.kind;
+    if (kind !== SpanKind.SERVER && kind !== SpanKind.CLIENT) return undefined;
+    const age = now - span.startMs;
+    return age >= this.#stuckAfterMs ? age : undefined;
+  }
+
+  /** Exports one stuck tree (again: a second time, a minute on); true when it was recorded. */
+  #exportStuckTree(node: InFlightNode, now: number, stuckMs: number, again: boolean): boolean {
+    let recorded = false;
+    this.#untracked(() => {
+      const overdueMs = node.deadline !== undefined && node.deadline.remainingMs < 0 ? -node.deadline.remainingMs : undefined;
+      const snapshot = this.#snapshotOf(node, undefined, undefined, now, overdueMs === undefined ? stuckMs : undefined);
+      recorded = snapshot.isRecording();
+      if (!recorded) return;
+      const context = snapshot.spanContext();
+      this.#remember(node.spanId, { context, overdue: overdueMs !== undefined, again });
+      this.#exportInFlight(node.children, { left: MAX_SNAPSHOT_SPANS, endTime: now }, undefined, context);
+    });
+    return recorded;
+  }
+
+  /** One span counting the stuck work the caps left out, by route: what a storm looks like, in one place. */
+  #stuckSummary(capped: ReadonlyMap<string, number>, left: number, stuckTops: number, now: number): void {
+    const byRoute = [...capped].sort((a, b) => b[1] - a[1]);
+    this.#untracked(() => {
+      const summary = this.#tracer.startSpan(`stuck work: ${String(stuckTops)} in flight (${String(left)} not exported one by one)`, {
+        root: true,
+        kind: SpanKind.INTERNAL,
+        startTime: now,
+        attributes: {
+          [ATTR_IN_FLIGHT]: true,
+          [ATTR_DIAGNOSTIC_OVERVIEW]: cap(byRoute.map(([route, n]) => `${String(n)} × ${route}`).join('\n'), this.#maxBytes).text,
+        },
+      });
+      summary.setStatus({ code: SpanStatusCode.ERROR, message: `${String(stuckTops)} requests or calls stuck in flight` });
+      summary.end(now);
+    });
+  }
+
+  #untracked(run: () => void): void {
+    if (this.#inFlight === undefined) run();
+    else this.#inFlight.untracked(run);
+  }
+
+  #remember(spanId: string, entry: { readonly context: SpanContext; readonly overdue: boolean; readonly again?: boolean }): void {
+    this.#snapshots.delete(spanId);
+    this.#snapshots.set(spanId, entry);
+    if (this.#snapshots.size > REMEMBERED_SNAPSHOTS) this.#snapshots.delete(this.#snapshots.keys().next().value as string);
   }
 
   #tree(spans: readonly TrackedSpan[], now: number, budget: { nodes: number; stacks: number }): InFlightNode[] {
@@ -249,11 +425,9 @@ export class Diagnostics implements HealthDiagnostics {
         ? []
         : [{ context: { ...block.span, traceFlags: TraceFlags.SAMPLED }, attributes: { 'lifeline.link': 'event loop blocked' } }];
     const blockedIn = block?.blockedIn === undefined ? undefined : this.#redactor.text(block.blockedIn);
-    const spans = (): void => {
+    this.#untracked(() => {
       this.#verdictSpans(snapshot, { summary, tree, stacks }, links, block, blockedIn);
-    };
-    if (this.#inFlight === undefined) spans();
-    else this.#inFlight.untracked(spans);
+    });
 
     const logger = this.#logger ?? defaultLogger();
     logger.info(
@@ -342,7 +516,7 @@ export class Diagnostics implements HealthDiagnostics {
    * trace (see {@link SnapshotIdGenerator}), linked back to the verdict; the rest hang under their
    * parent's snapshot. Returns the roots' snapshots.
    */
-  #exportInFlight(nodes: readonly InFlightNode[], budget: SnapshotBudget, back: Link, parent?: SpanContext): SpanContext[] {
+  #exportInFlight(nodes: readonly InFlightNode[], budget: SnapshotBudget, back: Link | undefined, parent?: SpanContext): SpanContext[] {
     const roots: SpanContext[] = [];
     for (const node of nodes) {
       const overdue = node.deadline !== undefined && node.deadline.remainingMs < 0;
@@ -354,11 +528,7 @@ export class Diagnostics implements HealthDiagnostics {
         const snapshot = this.#snapshotOf(node, back, parent, budget.endTime);
         context = snapshot.spanContext();
         // Not recorded (a sampler said no, a no-op provider): the next verdict tries again.
-        if (snapshot.isRecording()) {
-          this.#snapshots.delete(node.spanId);
-          this.#snapshots.set(node.spanId, { context, overdue });
-          if (this.#snapshots.size > REMEMBERED_SNAPSHOTS) this.#snapshots.delete(this.#snapshots.keys().next().value as string);
-        }
+        if (snapshot.isRecording()) this.#remember(node.spanId, { context, overdue });
       }
       if (context === undefined) continue;
       if (parent === undefined) roots.push(context);
@@ -370,9 +540,10 @@ export class Diagnostics implements HealthDiagnostics {
   /** Exports one snapshot span; returns it ended (its `isRecording()` says whether it was recorded). */
   #snapshotOf(
     node: InFlightNode,
-    back: Link,
+    back: Link | undefined,
     parent: SpanContext | undefined,
     endTime: number,
+    stuckMs?: number,
   ): { spanContext(): SpanContext; isRecording(): boolean } {
     const tracked = this.#inFlight?.get(node.spanId);
     const attributes: Attributes = {};
@@ -394,15 +565,16 @@ export class Diagnostics implements HealthDiagnostics {
         ...(node.origin === undefined ? {} : { 'code.stacktrace': node.stack ?? node.origin }),
       },
     };
-    const name = snapshotName(node, kind, overdueMs);
+    const name = snapshotName(node, kind, overdueMs, stuckMs);
+    const links = back === undefined ? [] : [back];
     const snapshot =
       parent === undefined
         ? this.#ids === undefined
-          ? this.#tracer.startSpan(name, { ...options, root: true, links: [back] })
-          : this.#ids.inTrace(node.traceId, () => this.#tracer.startSpan(name, { ...options, root: true, links: [back] }))
+          ? this.#tracer.startSpan(name, { ...options, root: true, links })
+          : this.#ids.inTrace(node.traceId, () => this.#tracer.startSpan(name, { ...options, root: true, links }))
         : this.#tracer.startSpan(name, options, trace.setSpanContext(ROOT_CONTEXT, parent));
-    // Past its deadline and still running: the culprit, marked as an error where a trace list shows one.
-    if (overdueMs !== undefined) snapshot.setStatus({ code: SpanStatusCode.ERROR, message: state(node) });
+    // Past its deadline (or stuck with none) and still running: the culprit, marked as an error where a trace list shows one.
+    if (overdueMs !== undefined || stuckMs !== undefined) snapshot.setStatus({ code: SpanStatusCode.ERROR, message: state(node) });
     const recorded = snapshot.isRecording();
     snapshot.end(endTime);
     return { spanContext: () => snapshot.spanContext(), isRecording: () => recorded };
@@ -418,4 +590,35 @@ interface SnapshotBudget {
 /** The first nodes of `spans` that the budget still allows (each `build` then spends one). */
 function within(spans: TrackedSpan[], budget: { nodes: number }): TrackedSpan[] {
   return spans.length <= budget.nodes ? spans : spans.slice(0, Math.max(0, budget.nodes));
+}
+
+/** What the stuck-work caps count by: a server span's route, else the span's name. */
+function routeOf(span: TrackedSpan): string {
+  const route = span.span.attributes['http.route'];
+  return typeof route === 'string' ? `${span.span.name.split(' ')[0] ?? ''} ${route}`.trim() : span.span.name;
+}
+
+/** In-flight spans by parent span ID, built once per round. */
+function childrenOf(spans: readonly TrackedSpan[]): Map<string, TrackedSpan[]> {
+  const children = new Map<string, TrackedSpan[]>();
+  for (const span of spans) {
+    if (span.parentSpanId === undefined) continue;
+    const siblings = children.get(span.parentSpanId);
+    if (siblings === undefined) children.set(span.parentSpanId, [span]);
+    else siblings.push(span);
+  }
+  return children;
+}
+
+/** Every in-flight span below `spanId`, at most {@link MAX_TREE_NODES}. */
+function descendants(spanId: string, children: ReadonlyMap<string, readonly TrackedSpan[]>): TrackedSpan[] {
+  const result: TrackedSpan[] = [];
+  const stack = [spanId];
+  while (stack.length > 0 && result.length < MAX_TREE_NODES) {
+    for (const child of children.get(stack.pop() ?? '') ?? []) {
+      result.push(child);
+      stack.push(child.spanId);
+    }
+  }
+  return result;
 }

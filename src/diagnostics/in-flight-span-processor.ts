@@ -90,6 +90,11 @@ export class InFlightSpanProcessor implements SpanProcessor {
     return this.#spans.get(spanId);
   }
 
+  /** @internal Every in-flight span, oldest first. */
+  all(): TrackedSpan[] {
+    return [...this.#spans.values()];
+  }
+
   /** @internal The in-flight spans of one trace, oldest first. */
   spansOf(traceId: string): TrackedSpan[] {
     const result: TrackedSpan[] = [];

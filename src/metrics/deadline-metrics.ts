@@ -5,6 +5,7 @@ import type { DeadlineSource } from '../deadline/index.js';
 import { numberOption } from '../errors/index.js';
 import {
   ATTR_DEADLINE_EXCEEDED,
+  ATTR_DEADLINE_OVERDUE_MS,
   ATTR_DEADLINE_MISSING,
   ATTR_DEADLINE_SOURCE,
   ATTR_IN_FLIGHT,
@@ -56,7 +57,8 @@ export class DeadlineMetricsSpanProcessor implements SpanProcessor {
     // A verdict's snapshot of work in flight copies its attributes: the real span counts when it ends.
     if (attributes[ATTR_IN_FLIGHT] !== undefined) return;
     const address = attributes['server.address'] ?? attributes['net.peer.name'];
-    if (attributes[ATTR_DEADLINE_EXCEEDED] === true) {
+    // Ended by a deadline; a span that overran it (`overdue_ms`) was not ended by it.
+    if (attributes[ATTR_DEADLINE_EXCEEDED] === true && attributes[ATTR_DEADLINE_OVERDUE_MS] === undefined) {
       this.#counters().exceeded.add(1, {
         ...bounded(this.#exceededAddresses, this.#maxAddresses, address),
         [ATTR_DEADLINE_SOURCE]: sourceOf(attributes[ATTR_DEADLINE_SOURCE]),

@@ -7,6 +7,7 @@ import {
   ATTR_DEADLINE_BUDGET_MS,
   ATTR_DEADLINE_EXCEEDED,
   ATTR_DEADLINE_MISSING,
+  ATTR_DEADLINE_OVERDUE_MS,
   ATTR_DEADLINE_SOURCE,
   isoTime,
 } from '../semconv/index.js';
@@ -22,7 +23,9 @@ const DEADLINE_MESSAGE = 'deadline exceeded (';
  * no deadline at all gets `lifeline.deadline.missing` — the calls nobody bounded, including those
  * only `headersTimeoutMs` bounds (`source` `headers`, `at` the bound on their head). A span that ends
  * with a `DeadlineExceededError` (as the undici instrumentation records a call lifeline aborted) is
- * marked `lifeline.deadline.exceeded`, `error.type` = `timeout`, status ERROR.
+ * marked `lifeline.deadline.exceeded`, `error.type` = `timeout`, status ERROR. A span that ends after
+ * its deadline without having been cut by it (it overran) is marked `lifeline.deadline.exceeded` and
+ * `lifeline.deadline.overdue_ms` (how far past), its status left as it was.
  */
 export class DeadlineSpanProcessor implements SpanProcessor {
   onStart(span: Span, parentContext: Context): void {
@@ -37,10 +40,18 @@ export class DeadlineSpanProcessor implements SpanProcessor {
   }
 
   onEnding(span: Span): void {
-    if (!endedByDeadline(span)) return;
-    span.setAttribute(ATTR_ERROR_TYPE, 'timeout');
+    if (endedByDeadline(span)) {
+      span.setAttribute(ATTR_ERROR_TYPE, 'timeout');
+      span.setAttribute(ATTR_DEADLINE_EXCEEDED, true);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: 'deadline exceeded' });
+      return;
+    }
+    const overdueMs = overranBy(span);
+    // It overran: nothing cut it (a handler that answered late, a call no client bounds). Marked, not
+    // failed: its status is the app's (a 200 answered late is still a 200).
+    if (overdueMs === undefined) return;
     span.setAttribute(ATTR_DEADLINE_EXCEEDED, true);
-    span.setStatus({ code: SpanStatusCode.ERROR, message: 'deadline exceeded' });
+    span.setAttribute(ATTR_DEADLINE_OVERDUE_MS, overdueMs);
   }
 
   onEnd(_span: ReadableSpan): void {
@@ -71,6 +82,20 @@ export function recordDeadline(
   span.setAttribute(ATTR_DEADLINE_BUDGET_MS, Math.max(0, Math.round(deadline.monotonicAt - monotonicNow()))); // time left, on the clock that measures it
   span.setAttribute(ATTR_DEADLINE_SOURCE, deadline.source);
   if (forClient) span.setAttribute(ATTR_DEADLINE_MISSING, deadline.source === 'headers');
+}
+
+/**
+ * Whole ms `span` ran past its deadline, or `undefined` when it ended in time (or nothing but the
+ * headers bound, which is no deadline of the span's own work, bounded it). The deadline is
+ * `budget_ms` after the span started, both on the monotonic clock the span's duration is
+ * measured on, so no date is parsed per span.
+ */
+function overranBy(span: Span): number | undefined {
+  const budget = span.attributes[ATTR_DEADLINE_BUDGET_MS];
+  if (typeof budget !== 'number' || span.attributes[ATTR_DEADLINE_SOURCE] === 'headers') return undefined;
+  const [seconds, nanos] = span.duration;
+  const overdue = Math.round(seconds * 1_000 + nanos / 1e6 - budget);
+  return overdue > 0 ? overdue : undefined;
 }
 
 /** gRPC's status DEADLINE_EXCEEDED, as OpenTelemetry's grpc instrumentation records it. */

@@ -58,7 +58,14 @@ async function start(): Promise<void> {
         ...(config.inboundDeadlines === undefined ? {} : { trustInbound: config.inboundDeadlines }),
         ...(config.minInboundMs === undefined ? {} : { minInboundMs: config.minInboundMs }),
       },
-      ...(config.diagnosticsLog === undefined ? {} : { diagnostics: { log: config.diagnosticsLog } }),
+      ...(config.diagnosticsLog === undefined && config.stuckAfterMs === undefined
+        ? {}
+        : {
+            diagnostics: {
+              ...(config.diagnosticsLog === undefined ? {} : { log: config.diagnosticsLog }),
+              ...(config.stuckAfterMs === undefined ? {} : { stuckAfterMs: config.stuckAfterMs }),
+            },
+          }),
       ...(logger === undefined ? {} : { logger }),
       // ES module apps import node:http and the clients before any code of theirs runs: only a
       // loader hook lets the instrumentations see them. CommonJS needs none.

@@ -325,6 +325,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         ({ probe, member } = options.probe === false ? {} : await probeServer(options.probe ?? {}, serve, health, options.logger));
         probePort = probe?.port;
         health.useDiagnostics(diagnostics);
+        // Stuck work is exported with no verdict needed: a service that registered nothing has none.
+        diagnostics.watchStuck(interval);
         // After the SDK started: the meter is taken from the global provider it registered.
         if (metricsOptions !== undefined) healthMetrics = installHealthMetrics(health, metricsOptions);
       } catch (err) {

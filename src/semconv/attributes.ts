@@ -9,6 +9,8 @@ export const ATTR_DEADLINE_AT = 'lifeline.deadline.at';
 export const ATTR_DEADLINE_BUDGET_MS = 'lifeline.deadline.budget_ms';
 export const ATTR_DEADLINE_SOURCE = 'lifeline.deadline.source';
 export const ATTR_DEADLINE_EXCEEDED = 'lifeline.deadline.exceeded';
+/** On a span that ended after its deadline without being cut by it (it overran): by how many ms. */
+export const ATTR_DEADLINE_OVERDUE_MS = 'lifeline.deadline.overdue_ms';
 export const ATTR_DEADLINE_MISSING = 'lifeline.deadline.missing';
 
 /** Diagnostics: the verdict span's attribute, its event and the event's attributes. */

@@ -150,4 +150,47 @@ describe('DeadlineSpanProcessor with the undici instrumentation (README: Deadlin
     expect(marked?.attributes).toMatchObject({ 'error.type': 'timeout', 'lifeline.deadline.exceeded': true });
     expect(unmarked?.attributes['lifeline.deadline.exceeded']).toBeUndefined();
   });
+
+  it('a span that ends after its deadline without being cut (it overran) is marked exceeded with how far past; its status stays', async () => {
+    const tracer = provider.getTracer('app');
+    // A handler that answers after its deadline: nothing cuts a server span.
+    await withTimeout(30, async () => {
+      const span = tracer.startSpan('GET /slow', { kind: SpanKind.SERVER });
+      await new Promise((resolve) => setTimeout(resolve, 80));
+      span.setStatus({ code: SpanStatusCode.UNSET });
+      span.end();
+    });
+    // One that ends in time, and one bounded by the headers bound only (no deadline of its own work).
+    await withTimeout(5_000, () => {
+      tracer.startSpan('GET /fast', { kind: SpanKind.SERVER }).end();
+    });
+    const headersBound = tracer.startSpan('GET', {
+      kind: SpanKind.CLIENT,
+      attributes: { 'lifeline.deadline.source': 'headers', 'lifeline.deadline.budget_ms': 0 },
+    });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    headersBound.end();
+    const spans = exporter.getFinishedSpans();
+    const slow = spans.find((s) => s.name === 'GET /slow');
+    expect(slow?.attributes['lifeline.deadline.exceeded']).toBe(true);
+    const overdue = slow?.attributes['lifeline.deadline.overdue_ms'];
+    expect(typeof overdue).toBe('number');
+    // 80 ms of work under 30 ms: at least 50 past; the bound above is the timer's lateness, loaded.
+    expect(overdue).toBeGreaterThanOrEqual(45);
+    expect(overdue).toBeLessThan(2_000);
+    expect(slow?.status.code).toBe(SpanStatusCode.UNSET);
+    expect(slow?.attributes['error.type']).toBeUndefined();
+    for (const name of ['GET /fast', 'GET']) {
+      const span = spans.find((s) => s.name === name);
+      expect(span?.attributes['lifeline.deadline.exceeded']).toBeUndefined();
+      expect(span?.attributes['lifeline.deadline.overdue_ms']).toBeUndefined();
+    }
+  });
+
+  it('a call cut by its deadline is not also marked as overran', async () => {
+    await withTimeout(50, () => fetch(`${silent.url}/cut`)).catch((err: unknown) => err);
+    const [span] = clientSpans();
+    expect(span?.attributes['lifeline.deadline.exceeded']).toBe(true);
+    expect(span?.attributes['lifeline.deadline.overdue_ms']).toBeUndefined();
+  });
 });

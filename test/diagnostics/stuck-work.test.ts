@@ -1,0 +1,145 @@
+import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { InMemorySpanExporter, RandomIdGenerator, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DeadlineSpanProcessor, Diagnostics, InFlightSpanProcessor, withTimeout } from '../../src/index.js';
+import { SnapshotIdGenerator } from '../../src/diagnostics/index.js';
+
+/**
+ * Issue 28: stuck work is exported while it is stuck, with no verdict (a service that registered
+ * no component never has one). Each round is given its `now`, so the test reads the clock once and
+ * never waits for stuck time to pass.
+ */
+let exporter: InMemorySpanExporter;
+let inFlight: InFlightSpanProcessor;
+let provider: TracerProvider;
+let diagnostics: Diagnostics;
+let ended: { end(): void }[] = [];
+
+beforeEach(() => {
+  exporter = new InMemorySpanExporter();
+  // Room for a storm's 10,000 spans with their stacks.
+  inFlight = new InFlightSpanProcessor({ captureStacks: 'all', maxStackBytes: 64 * 1024 * 1024 });
+  const ids = new SnapshotIdGenerator(new RandomIdGenerator());
+  provider = new TracerProvider({
+    idGenerator: ids,
+    spanProcessors: [inFlight, new DeadlineSpanProcessor(), new SimpleSpanProcessor({ exporter })],
+  });
+  diagnostics = new Diagnostics({ inFlight, tracerProvider: provider, ids, stuckAfterMs: 10_000, minIntervalMs: 60_000 });
+  ended = [];
+});
+afterEach(async () => {
+  for (const span of ended) span.end();
+  diagnostics.close();
+  await provider.shutdown();
+});
+
+const tracer = () => provider.getTracer('app');
+const snapshots = (): ReadableSpan[] => exporter.getFinishedSpans().filter((s) => s.attributes['lifeline.in_flight'] === true);
+
+/** A request the app is still handling, started `agoMs` before now, with its route. */
+function request(route: string, agoMs: number, now: number) {
+  const span = tracer().startSpan(`GET ${route}`, {
+    kind: SpanKind.SERVER,
+    startTime: now - agoMs,
+    attributes: { 'http.request.method': 'GET', 'http.route': route },
+  });
+  ended.push(span);
+  return span;
+}
+
+describe('stuck work, exported with no verdict', () => {
+  it('a request in flight past stuckAfterMs with no deadline: a snapshot of it and its subtree, rooted in its own trace, an error', () => {
+    const now = Date.now();
+    const server = request('/orders/:id', 12_000, now);
+    const upstream = tracer().startSpan(
+      'GET',
+      { kind: SpanKind.CLIENT, startTime: now - 11_900, attributes: { 'server.address': 'stock.internal', 'server.port': 8080 } },
+      trace.setSpan(context.active(), server),
+    );
+    ended.push(upstream);
+    const round = diagnostics.exportStuck(now);
+    expect(round).toEqual({ stuck: 1, exported: 1, capped: 0 });
+    const [top, child] = [
+      snapshots().find((s) => s.attributes['lifeline.in_flight.span_id'] === server.spanContext().spanId),
+      snapshots().find((s) => s.attributes['lifeline.in_flight.span_id'] === upstream.spanContext().spanId),
+    ];
+    expect(top?.name).toBe('GET /orders/:id (in flight, 12 s, no deadline)');
+    expect(top?.kind).toBe(SpanKind.SERVER);
+    expect(top?.status.code).toBe(SpanStatusCode.ERROR);
+    expect(top?.status.message).toMatch(/^in flight 12\.0 s, no deadline/);
+    expect(top?.parentSpanContext).toBeUndefined(); // a root, not an "invalid parent"
+    expect(top?.spanContext().traceId).toBe(server.spanContext().traceId); // in the request's own trace
+    expect(top?.attributes['code.stacktrace']).toMatch(/stuck-work\.test\.ts/); // its creation stack: where the app started it
+    expect(child?.parentSpanContext?.spanId).toBe(top?.spanContext().spanId);
+    expect(child?.name).toBe('GET stock.internal:8080 (in flight)');
+  });
+
+  it('once per span, once more when it has been stuck a minute, then never again', () => {
+    const now = Date.now();
+    request('/orders/:id', 12_000, now);
+    diagnostics.exportStuck(now);
+    diagnostics.exportStuck(now + 5_000);
+    expect(snapshots()).toHaveLength(1);
+    diagnostics.exportStuck(now + 50_000); // stuck 62 s
+    expect(snapshots().map((s) => s.name)).toEqual([
+      'GET /orders/:id (in flight, 12 s, no deadline)',
+      'GET /orders/:id (in flight, 62 s, no deadline)',
+    ]);
+    diagnostics.exportStuck(now + 200_000);
+    expect(snapshots()).toHaveLength(2);
+  });
+
+  it('past its deadline it is stuck at once, and its snapshot says by how much', async () => {
+    const now = Date.now();
+    const span = await withTimeout(200, () =>
+      tracer().startSpan('SELECT', { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql' } }),
+    );
+    ended.push(span);
+    expect(diagnostics.exportStuck(now + 100).stuck).toBe(0); // before its deadline
+    diagnostics.exportStuck(now + 3_300);
+    const [snapshot] = snapshots();
+    expect(snapshot?.name).toBe('SELECT (in flight, 3 s past deadline)');
+    expect(snapshot?.attributes['lifeline.deadline.exceeded']).toBe(true);
+    expect(snapshot?.attributes['lifeline.in_flight.overdue_ms']).toBeGreaterThanOrEqual(3_000);
+  });
+
+  it('what is not stuck is left alone: a young request, internal work with no deadline', () => {
+    const now = Date.now();
+    request('/health', 2_000, now);
+    ended.push(tracer().startSpan('background loop', { kind: SpanKind.INTERNAL, startTime: now - 600_000 }));
+    expect(diagnostics.exportStuck(now)).toEqual({ stuck: 0, exported: 0, capped: 0 });
+    expect(snapshots()).toEqual([]);
+  });
+
+  it('a stuck call under a request that is not stuck heads its own snapshot', async () => {
+    const now = Date.now();
+    const server = request('/cart', 1_000, now);
+    const call = await withTimeout(100, () =>
+      context.with(trace.setSpan(context.active(), server), () => tracer().startSpan('GET', { kind: SpanKind.CLIENT })),
+    );
+    ended.push(call);
+    diagnostics.exportStuck(now + 1_000);
+    expect(snapshots().map((s) => s.attributes['lifeline.in_flight.span_id'])).toEqual([call.spanContext().spanId]);
+  });
+
+  it('a storm of 10,000 stuck requests: capped per round and per route, the rest counted in one summary', () => {
+    const now = Date.now();
+    for (let i = 0; i < 10_000; i++) request(i % 2 === 0 ? '/orders/:id' : '/search', 20_000, now);
+    const started = performance.now();
+    const round = diagnostics.exportStuck(now);
+    const roundMs = performance.now() - started;
+    expect(round.stuck).toBe(10_000);
+    // 3 per route: 2 routes.
+    expect(round.exported).toBe(6);
+    expect(round.capped).toBe(9_994);
+    const summary = exporter.getFinishedSpans().filter((s) => s.name.startsWith('stuck work:'));
+    expect(summary.map((s) => s.name)).toEqual(['stuck work: 10000 in flight (9994 not exported one by one)']);
+    expect(summary[0]?.attributes['lifeline.diagnostic.overview']).toBe('4997 × GET /orders/:id\n4997 × GET /search');
+    // The same window: no more trees, no second summary.
+    diagnostics.exportStuck(now + 5_000);
+    expect(snapshots().filter((s) => !s.name.startsWith('stuck work:'))).toHaveLength(6);
+    expect(exporter.getFinishedSpans().filter((s) => s.name.startsWith('stuck work:'))).toHaveLength(1);
+    // The cost is the benchmark's to judge; here it only must not be absurd on a loaded machine.
+    expect(roundMs).toBeLessThan(2_000);
+  });
+});
