@@ -89,9 +89,9 @@ describe('stuck work, exported with no verdict', () => {
     expect(snapshots()).toHaveLength(2);
   });
 
-  it('past its deadline it is stuck at once, and its snapshot says by how much', async () => {
+  it('past its deadline it is stuck at once, and its snapshot says by how much', () => {
     const now = Date.now();
-    const span = await withTimeout(200, () =>
+    const span = withTimeout(200, () =>
       tracer().startSpan('SELECT', { kind: SpanKind.CLIENT, attributes: { 'db.system.name': 'postgresql' } }),
     );
     ended.push(span);
@@ -111,10 +111,10 @@ describe('stuck work, exported with no verdict', () => {
     expect(snapshots()).toEqual([]);
   });
 
-  it('a stuck call under a request that is not stuck heads its own snapshot', async () => {
+  it('a stuck call under a request that is not stuck heads its own snapshot', () => {
     const now = Date.now();
     const server = request('/cart', 1_000, now);
-    const call = await withTimeout(100, () =>
+    const call = withTimeout(100, () =>
       context.with(trace.setSpan(context.active(), server), () => tracer().startSpan('GET', { kind: SpanKind.CLIENT })),
     );
     ended.push(call);
