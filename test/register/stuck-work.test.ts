@@ -1,0 +1,108 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
+import { startService, type ChildService } from '../support/service.js';
+
+/**
+ * Issue 28: a service that registered nothing (register mode, no lifeline code) shows its stuck
+ * requests while they are stuck, read back from a real OTLP exporter: no component, so no verdict
+ * is ever taken, and a stuck request's own span never ends.
+ */
+const STATUS_ERROR = 2;
+const SERVER = 2;
+let receiver: Awaited<ReturnType<typeof otlpReceiver>>;
+let app: ChildService;
+/** A TCP upstream that accepts and never answers: nothing in lifeline bounds a raw socket. */
+let silent: Server;
+const sockets: Socket[] = [];
+
+beforeAll(async () => {
+  receiver = await otlpReceiver();
+  silent = createServer((socket) => sockets.push(socket));
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  app = await startService(
+    'test/fixtures/stuck-service.mjs',
+    {
+      OTEL_SERVICE_NAME: 'stuck-service',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '50',
+      LIFELINE_PROBE_PORT: '0',
+      LIFELINE_HEALTH_INTERVAL_MS: '1000',
+      LIFELINE_STUCK_AFTER_MS: '400',
+      // Start-up (module loading) may block the loop for longer than the watchdog's default threshold: not this test's subject.
+      LIFELINE_WATCHDOG_THRESHOLD_MS: '10000',
+    },
+    ['--import', 'otel-lifeline/register'],
+  );
+}, 60_000);
+afterAll(async () => {
+  await app.stop();
+  for (const socket of sockets) socket.destroy();
+  silent.close();
+  await receiver.close();
+});
+
+/** Starts a request that will not be answered in the test's time; its trace ID, from the traceparent sent. */
+function stuckRequest(path: string, headers: Record<string, string> = {}): string {
+  const traceId = randomBytes(16).toString('hex');
+  const controller = new AbortController();
+  void fetch(`${app.url}${path}`, {
+    headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01`, ...headers },
+    signal: controller.signal,
+  }).catch(() => undefined);
+  stops.push(() => {
+    controller.abort();
+  });
+  return traceId;
+}
+const stops: (() => void)[] = [];
+afterAll(() => {
+  for (const stop of stops) stop();
+});
+
+const snapshotsIn = (traceId: string) => (spans: ReceivedSpan[]) =>
+  spans.filter((s) => s.traceId === traceId && s.attributes['lifeline.in_flight'] === true);
+
+describe('a zero-code service: stuck requests exported while stuck', () => {
+  it('a handler awaiting a promise that never settles: a server-span snapshot in its own trace, an error, how long so far', async () => {
+    const traceId = stuckRequest('/never');
+    const spans = snapshotsIn(traceId)(await receiver.waitFor((all) => snapshotsIn(traceId)(all).length > 0));
+    const [snapshot] = spans;
+    expect(snapshot?.kind).toBe(SERVER);
+    expect(snapshot?.name).toMatch(/^GET .*\(in flight, \d+ s, no deadline\)$/);
+    expect(snapshot?.statusCode).toBe(STATUS_ERROR);
+    expect(snapshot?.statusMessage).toMatch(/^in flight \d+\.\d s, no deadline/);
+    expect(snapshot?.parentSpanId).toBe(''); // a root: no "invalid parent" in Jaeger
+    expect(snapshot?.attributes['lifeline.in_flight.age_ms']).toBeGreaterThanOrEqual(400);
+    expect(snapshot?.attributes['http.request.method']).toBe('GET');
+  });
+
+  it('a handler stuck on an upstream nothing bounds, under an inbound deadline: exported as past its deadline', async () => {
+    const port = (silent.address() as { port: number }).port;
+    const traceId = stuckRequest(`/upstream?port=${String(port)}`, { 'x-request-timeout-ms': '200' });
+    const spans = snapshotsIn(traceId)(await receiver.waitFor((all) => snapshotsIn(traceId)(all).length > 0));
+    const server = spans.find((s) => s.kind === SERVER);
+    expect(server?.name).toMatch(/\(in flight(, \d+ s)? past deadline\)$|\(in flight, past deadline\)$/);
+    expect(server?.attributes['lifeline.deadline.source']).toBe('inbound');
+    expect(server?.attributes['lifeline.deadline.exceeded']).toBe(true);
+    expect(server?.statusCode).toBe(STATUS_ERROR);
+  });
+
+  it('a handler that overruns its deadline and then answers: its own span is marked exceeded, by how much; not an error', async () => {
+    const traceId = randomBytes(16).toString('hex');
+    const response = await fetch(`${app.url}/overrun?ms=300`, {
+      headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01`, 'x-request-timeout-ms': '100' },
+    });
+    expect(await response.text()).toBe('late');
+    const [server] = (
+      await receiver.waitFor((all) =>
+        all.some((s) => s.traceId === traceId && s.kind === SERVER && s.attributes['lifeline.in_flight'] === undefined),
+      )
+    ).filter((s) => s.traceId === traceId && s.kind === SERVER && s.attributes['lifeline.in_flight'] === undefined);
+    expect(server?.attributes['lifeline.deadline.exceeded']).toBe(true);
+    expect(server?.attributes['lifeline.deadline.overdue_ms']).toBeGreaterThanOrEqual(150);
+    expect(server?.statusCode).not.toBe(STATUS_ERROR);
+  });
+});
