@@ -54,6 +54,7 @@ export {
   type DiagnosedComponent,
   type DiagnosticSnapshot,
   type DiagnosticsOptions,
+  type StuckRound,
   type HandleInfo,
   type HealthDiagnostics,
   type InFlightNode,

@@ -250,9 +250,13 @@ export class Diagnostics implements HealthDiagnostics {
    * (client span) with no deadline in flight for `stuckAfterMs`, as an `(in flight)` snapshot of
    * it and its subtree (the same snapshot spans a verdict exports: `lifeline.in_flight`, status
    * ERROR, the creation stack), rooted in its own trace. Once per span, and once more when it has
-   * been stuck a minute. At most {@link STUCK_PER_ROUND} trees a round and {@link STUCK_PER_ROUTE}
-   * per route each `minIntervalMs`; what the caps leave out is counted in one `stuck work` summary
-   * span per `minIntervalMs`. Cost: one pass over the tracked spans.
+   * been stuck a minute. At most 10 trees a round and 3 per route each `minIntervalMs`; what the
+   * caps leave out is counted in one `stuck work` summary span per `minIntervalMs`. Cost: one pass
+   * over the tracked spans.
+   * @example
+   * ```ts
+   * const { stuck, exported } = diagnostics.exportStuck(); // what lifeline's own round does every catalog interval
+   * ```
    */
   exportStuck(now: number = Date.now()): StuckRound {
     const tracker = this.#inFlight;
