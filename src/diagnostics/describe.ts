@@ -72,7 +72,7 @@ export function state(node: InFlightNode): string {
  * deadline, by how many whole seconds. No paths: they would make an operation name per resource
  * (and may hold what redaction does not know to hide); the URL is in the attributes.
  */
-export function snapshotName(node: InFlightNode, kind: SpanKind, overdueMs: number | undefined, stuckMs?: number): string {
+export function snapshotName(node: InFlightNode, kind: SpanKind, overdueMs: number | undefined, stuckMs?: number, ending?: string): string {
   const target = targetOf(node, kind);
   const where = target !== undefined && !node.name.includes(target) ? ` ${target}` : '';
   // Rounded as the overview's tenths read (1.96 s reads 2.0 s there, so 2 s here).
@@ -85,7 +85,7 @@ export function snapshotName(node: InFlightNode, kind: SpanKind, overdueMs: numb
       : stuckMs !== undefined
         ? `, ${String(Math.round(stuckMs / 1_000))} s, no deadline`
         : '';
-  return `${node.name}${where} (in flight${late})`;
+  return `${node.name}${where} (in flight${late}${ending === undefined ? '' : `, at ${ending}`})`;
 }
 
 /** `host:port` of a client call, the route of a server span. */

@@ -96,6 +96,8 @@ const STUCK_PER_ROUND = 10;
 const STUCK_PER_ROUTE = 3;
 /** A stuck span is exported once when found, and once more when it has been stuck this long (then it is a hang, not a slow answer). */
 const STUCK_AGAIN_MS = 60_000;
+/** Trees exported at most when the process is ending (SIGTERM): one flush must still fit its budget. */
+const ENDING_TREES = 32;
 
 /** Attributes worth showing for a stuck span: what it calls, where, and for which tick. */
 const KEY_ATTRIBUTES = [
@@ -259,12 +261,26 @@ export class Diagnostics implements HealthDiagnostics {
    * ```
    */
   exportStuck(now: number = Date.now()): StuckRound {
+    return this.#exportStuckWork(now, undefined);
+  }
+
+  /**
+   * @internal The process is ending (`why`: `SIGTERM`): everything still in flight is exported now,
+   * stuck or not, as `(in flight, …, at SIGTERM)` snapshots, so what it was doing when it was
+   * killed is in the last flush. At most {@link ENDING_TREES} trees (no per-route caps); the rest
+   * in one summary.
+   */
+  exportEnding(why: string, now: number = Date.now()): StuckRound {
+    return this.#exportStuckWork(now, why);
+  }
+
+  #exportStuckWork(now: number, ending: string | undefined): StuckRound {
     const tracker = this.#inFlight;
     if (tracker === undefined) return { stuck: 0, exported: 0, capped: 0 };
     const all = tracker.all();
     const stuck = new Map<string, { readonly span: TrackedSpan; readonly stuckMs: number }>();
     for (const span of all) {
-      const stuckMs = this.#stuckFor(span, now);
+      const stuckMs = ending === undefined ? this.#stuckFor(span, now) : now - span.startMs;
       if (stuckMs !== undefined) stuck.set(span.spanId, { span, stuckMs });
     }
     if (stuck.size === 0) return { stuck: 0, exported: 0, capped: 0 };
@@ -281,11 +297,12 @@ export class Diagnostics implements HealthDiagnostics {
       if (span.parentSpanId !== undefined && stuck.has(span.parentSpanId)) continue;
       stuckTops++;
       const known = this.#snapshots.get(span.spanId);
-      const due = known === undefined || (known.again !== true && stuckMs >= STUCK_AGAIN_MS);
+      const due = known === undefined || (ending === undefined && known.again !== true && stuckMs >= STUCK_AGAIN_MS);
       if (!due) continue;
       const route = routeOf(span);
       const routeCount = this.#stuckByRoute.get(route) ?? 0;
-      if (exported >= STUCK_PER_ROUND || routeCount >= STUCK_PER_ROUTE) {
+      const full = ending === undefined ? exported >= STUCK_PER_ROUND || routeCount >= STUCK_PER_ROUTE : exported >= ENDING_TREES;
+      if (full) {
         capped.set(route, (capped.get(route) ?? 0) + 1);
         continue;
       }
@@ -293,15 +310,15 @@ export class Diagnostics implements HealthDiagnostics {
       const subtree = [span, ...descendants(span.spanId, children)];
       const [node] = this.#tree(subtree, now, { nodes: MAX_TREE_NODES, stacks: MAX_STACKS });
       if (node === undefined) continue;
-      if (this.#exportStuckTree(node, now, stuckMs, known !== undefined)) {
+      if (this.#exportStuckTree(node, now, stuckMs, known !== undefined, ending)) {
         exported++;
         this.#stuckByRoute.set(route, routeCount + 1);
       }
     }
     const left = [...capped.values()].reduce((sum, n) => sum + n, 0);
-    if (left > 0 && (this.#lastStuckSummary === undefined || now - this.#lastStuckSummary >= this.#minIntervalMs)) {
+    if (left > 0 && (ending !== undefined || this.#lastStuckSummary === undefined || now - this.#lastStuckSummary >= this.#minIntervalMs)) {
       this.#lastStuckSummary = now;
-      this.#stuckSummary(capped, left, stuckTops, now);
+      this.#stuckSummary(capped, left, stuckTops, now, ending);
     }
     return { stuck: stuckTops, exported, capped: left };
   }
@@ -321,11 +338,11 @@ export class Diagnostics implements HealthDiagnostics {
   }
 
   /** Exports one stuck tree (again: a second time, a minute on); true when it was recorded. */
-  #exportStuckTree(node: InFlightNode, now: number, stuckMs: number, again: boolean): boolean {
+  #exportStuckTree(node: InFlightNode, now: number, stuckMs: number, again: boolean, ending: string | undefined): boolean {
     let recorded = false;
     this.#untracked(() => {
       const overdueMs = node.deadline !== undefined && node.deadline.remainingMs < 0 ? -node.deadline.remainingMs : undefined;
-      const snapshot = this.#snapshotOf(node, undefined, undefined, now, overdueMs === undefined ? stuckMs : undefined);
+      const snapshot = this.#snapshotOf(node, undefined, undefined, now, overdueMs === undefined ? stuckMs : undefined, ending);
       recorded = snapshot.isRecording();
       if (!recorded) return;
       const context = snapshot.spanContext();
@@ -336,10 +353,11 @@ export class Diagnostics implements HealthDiagnostics {
   }
 
   /** One span counting the stuck work the caps left out, by route: what a storm looks like, in one place. */
-  #stuckSummary(capped: ReadonlyMap<string, number>, left: number, stuckTops: number, now: number): void {
+  #stuckSummary(capped: ReadonlyMap<string, number>, left: number, stuckTops: number, now: number, ending: string | undefined): void {
     const byRoute = [...capped].sort((a, b) => b[1] - a[1]);
+    const title = ending === undefined ? 'stuck work' : `in flight at ${ending}`;
     this.#untracked(() => {
-      const summary = this.#tracer.startSpan(`stuck work: ${String(stuckTops)} in flight (${String(left)} not exported one by one)`, {
+      const summary = this.#tracer.startSpan(`${title}: ${String(stuckTops)} in flight (${String(left)} not exported one by one)`, {
         root: true,
         kind: SpanKind.INTERNAL,
         startTime: now,
@@ -548,6 +566,7 @@ export class Diagnostics implements HealthDiagnostics {
     parent: SpanContext | undefined,
     endTime: number,
     stuckMs?: number,
+    ending?: string,
   ): { spanContext(): SpanContext; isRecording(): boolean } {
     const tracked = this.#inFlight?.get(node.spanId);
     const attributes: Attributes = {};
@@ -569,7 +588,7 @@ export class Diagnostics implements HealthDiagnostics {
         ...(node.origin === undefined ? {} : { 'code.stacktrace': node.stack ?? node.origin }),
       },
     };
-    const name = snapshotName(node, kind, overdueMs, stuckMs);
+    const name = snapshotName(node, kind, overdueMs, ending === undefined || node.deadline === undefined ? stuckMs : undefined, ending);
     const links = back === undefined ? [] : [back];
     const snapshot =
       parent === undefined
@@ -578,7 +597,8 @@ export class Diagnostics implements HealthDiagnostics {
           : this.#ids.inTrace(node.traceId, () => this.#tracer.startSpan(name, { ...options, root: true, links }))
         : this.#tracer.startSpan(name, options, trace.setSpanContext(ROOT_CONTEXT, parent));
     // Past its deadline (or stuck with none) and still running: the culprit, marked as an error where a trace list shows one.
-    if (overdueMs !== undefined || stuckMs !== undefined) snapshot.setStatus({ code: SpanStatusCode.ERROR, message: state(node) });
+    if (overdueMs !== undefined || stuckMs !== undefined)
+      snapshot.setStatus({ code: SpanStatusCode.ERROR, message: ending === undefined ? state(node) : `${state(node)}, at ${ending}` });
     const recorded = snapshot.isRecording();
     snapshot.end(endTime);
     return { spanContext: () => snapshot.spanContext(), isRecording: () => recorded };

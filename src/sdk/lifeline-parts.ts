@@ -397,6 +397,8 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         // Ending the process is the signal's default action, so the process must still be here to
         // take it: the loop could otherwise run dry once the servers close, and exit with 0.
         const hold = appHandles ? undefined : setInterval(() => undefined, 1_000);
+        // The app ends itself: what is in flight now is what it was doing when it was told to stop.
+        if (appHandles) exportEnding();
         const work = appHandles ? lifeline.forceFlush() : endGracefully();
         void withinBudget(work, timeoutMs).then(() => {
           if (appHandles) return;
@@ -415,7 +417,17 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
           return !(typeof address === 'object' && address !== null && address.port === probe?.port);
         });
         await servers.drain(appServers, timeoutMs / 2);
+        // What did not finish in the drain is what the process was doing when it was killed.
+        exportEnding();
         await lifeline.shutdown(); // flushes, then stops the SDK
+      }
+      function exportEnding(): void {
+        try {
+          diagnostics.exportEnding('SIGTERM');
+        } catch (error) {
+          // The shutdown matters more than its evidence.
+          logSwallowed(options.logger ?? defaultLogger(), 'exporting the work in flight at SIGTERM', error);
+        }
       }
       if (options.handleSigterm ?? true) process.on('SIGTERM', onSigterm);
       // A process that ends by itself (a batch job, a test file) would drop the spans still batched:

@@ -106,3 +106,43 @@ describe('a zero-code service: stuck requests exported while stuck', () => {
     expect(server?.statusCode).not.toBe(STATUS_ERROR);
   });
 });
+
+describe('a zero-code service killed with a request in flight', () => {
+  it('SIGTERM: the request still in flight after the drain is exported before the process exits', async () => {
+    const service = await startService(
+      'test/fixtures/stuck-service.mjs',
+      {
+        OTEL_SERVICE_NAME: 'killed-service',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        LIFELINE_PROBE_PORT: '0',
+        // Not stuck by the time it is killed: what SIGTERM exports is everything in flight.
+        LIFELINE_STUCK_AFTER_MS: '600000',
+        LIFELINE_WATCHDOG_THRESHOLD_MS: '10000',
+      },
+      ['--import', 'otel-lifeline/register'],
+    );
+    const traceId = randomBytes(16).toString('hex');
+    const controller = new AbortController();
+    const answer = fetch(`${service.url}/never`, {
+      headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
+      signal: controller.signal,
+    }).catch(() => undefined);
+    try {
+      const until = Date.now() + 15_000;
+      while (!service.stdout().includes('"started":"/never"') && Date.now() < until)
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(service.stdout()).toContain('"started":"/never"');
+      await service.stop(); // SIGTERM, and the process has exited
+      const snapshot = receiver.spans.find((s) => s.traceId === traceId && s.attributes['lifeline.in_flight'] === true);
+      expect(snapshot?.name).toMatch(/^GET .*\(in flight, \d+ s, no deadline, at SIGTERM\)$/);
+      expect(snapshot?.kind).toBe(SERVER);
+      expect(snapshot?.statusCode).toBe(STATUS_ERROR);
+      expect(snapshot?.statusMessage).toMatch(/, at SIGTERM$/);
+    } finally {
+      controller.abort();
+      await answer;
+      await service.stop();
+    }
+  }, 30_000);
+});
