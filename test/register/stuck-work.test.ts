@@ -45,11 +45,11 @@ afterAll(async () => {
 });
 
 /** Starts a request that will not be answered in the test's time; its trace ID, from the traceparent sent. */
-function stuckRequest(path: string, headers: Record<string, string> = {}): string {
+function stuckRequest(path: string, headers: Record<string, string> = {}, sampled = true): string {
   const traceId = randomBytes(16).toString('hex');
   const controller = new AbortController();
   void fetch(`${app.url}${path}`, {
-    headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01`, ...headers },
+    headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-${sampled ? '01' : '00'}`, ...headers },
     signal: controller.signal,
   }).catch(() => undefined);
   stops.push(() => {
@@ -77,6 +77,12 @@ describe('a zero-code service: stuck requests exported while stuck', () => {
     expect(snapshot?.parentSpanId).toBe(''); // a root: no "invalid parent" in Jaeger
     expect(snapshot?.attributes['lifeline.in_flight.age_ms']).toBeGreaterThanOrEqual(400);
     expect(snapshot?.attributes['http.request.method']).toBe('GET');
+  });
+
+  it('a request whose caller did not sample its trace: the stuck snapshot is exported all the same (evidence survives head sampling)', async () => {
+    const traceId = stuckRequest('/never', {}, false);
+    const [snapshot] = snapshotsIn(traceId)(await receiver.waitFor((all) => snapshotsIn(traceId)(all).length > 0));
+    expect(snapshot?.name).toMatch(/\(in flight, \d+ s, no deadline\)$/);
   });
 
   it('a handler stuck on an upstream nothing bounds, under an inbound deadline: exported as past its deadline', async () => {
