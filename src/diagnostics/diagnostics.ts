@@ -248,7 +248,7 @@ export class Diagnostics implements HealthDiagnostics {
 
   /**
    * Exports work that is stuck, with no verdict needed (a service that registered no component has
-   * none): every span still in flight past its deadline, and every request (server span) or call
+   * none; a component's tick work is left to its verdict): every span still in flight past its deadline, and every request (server span) or call
    * (client span) with no deadline in flight for `stuckAfterMs`, as an `(in flight)` snapshot of
    * it and its subtree (the same snapshot spans a verdict exports: `lifeline.in_flight`, status
    * ERROR, the creation stack), rooted in its own trace. Once per span, and once more when it has
@@ -280,6 +280,8 @@ export class Diagnostics implements HealthDiagnostics {
     const all = tracker.all();
     const stuck = new Map<string, { readonly span: TrackedSpan; readonly stuckMs: number }>();
     for (const span of all) {
+      // A component's work: its verdict explains it (linked both ways), within a few intervals.
+      if (ending === undefined && tracker.isTickWork(span.traceId)) continue;
       const stuckMs = ending === undefined ? this.#stuckFor(span, now) : now - span.startMs;
       if (stuckMs !== undefined) stuck.set(span.spanId, { span, stuckMs });
     }
@@ -290,7 +292,11 @@ export class Diagnostics implements HealthDiagnostics {
     }
     let exported = 0;
     let stuckTops = 0;
+    let left = 0;
     const capped = new Map<string, number>();
+    // Routes are counted for the summary only when one is due: a storm's later rounds only scan.
+    const summaryDue = ending !== undefined || this.#lastStuckSummary === undefined || now - this.#lastStuckSummary >= this.#minIntervalMs;
+    const cap = ending === undefined ? STUCK_PER_ROUND : ENDING_TREES;
     let children: Map<string, TrackedSpan[]> | undefined;
     for (const { span, stuckMs } of stuck.values()) {
       // The top of a stuck subtree: a child stuck under a stuck parent is shown in the parent's tree.
@@ -299,10 +305,14 @@ export class Diagnostics implements HealthDiagnostics {
       const known = this.#snapshots.get(span.spanId);
       const due = known === undefined || (ending === undefined && known.again !== true && stuckMs >= STUCK_AGAIN_MS);
       if (!due) continue;
+      if (exported >= cap && !summaryDue) {
+        left++;
+        continue;
+      }
       const route = routeOf(span);
       const routeCount = this.#stuckByRoute.get(route) ?? 0;
-      const full = ending === undefined ? exported >= STUCK_PER_ROUND || routeCount >= STUCK_PER_ROUTE : exported >= ENDING_TREES;
-      if (full) {
+      if (exported >= cap || (ending === undefined && routeCount >= STUCK_PER_ROUTE)) {
+        left++;
         capped.set(route, (capped.get(route) ?? 0) + 1);
         continue;
       }
@@ -315,8 +325,7 @@ export class Diagnostics implements HealthDiagnostics {
         this.#stuckByRoute.set(route, routeCount + 1);
       }
     }
-    const left = [...capped.values()].reduce((sum, n) => sum + n, 0);
-    if (left > 0 && (ending !== undefined || this.#lastStuckSummary === undefined || now - this.#lastStuckSummary >= this.#minIntervalMs)) {
+    if (left > 0 && summaryDue) {
       this.#lastStuckSummary = now;
       this.#stuckSummary(capped, left, stuckTops, now, ending);
     }
@@ -618,8 +627,11 @@ function within(spans: TrackedSpan[], budget: { nodes: number }): TrackedSpan[] 
 
 /** What the stuck-work caps count by: a server span's route, else the span's name. */
 function routeOf(span: TrackedSpan): string {
-  const route = span.span.attributes['http.route'];
-  return typeof route === 'string' ? `${span.span.name.split(' ')[0] ?? ''} ${route}`.trim() : span.span.name;
+  const { attributes, name } = span.span;
+  const route = attributes['http.route'];
+  if (typeof route !== 'string') return name;
+  const method = attributes['http.request.method'];
+  return typeof method === 'string' ? `${method} ${route}` : route;
 }
 
 /** In-flight spans by parent span ID, built once per round. */

@@ -95,6 +95,11 @@ export class InFlightSpanProcessor implements SpanProcessor {
     return [...this.#spans.values()];
   }
 
+  /** @internal Whether `traceId` is rooted at a tick still in flight (a component's work). */
+  isTickWork(traceId: string): boolean {
+    return this.#tickTraces.has(traceId);
+  }
+
   /** @internal The in-flight spans of one trace, oldest first. */
   spansOf(traceId: string): TrackedSpan[] {
     const result: TrackedSpan[] = [];

@@ -111,6 +111,18 @@ describe('stuck work, exported with no verdict', () => {
     expect(snapshots()).toEqual([]);
   });
 
+  it("a component's tick work is left to its verdict (which links both ways): not exported as stuck", () => {
+    const now = Date.now();
+    const tick = tracer().startSpan('tick poller', {
+      root: true,
+      startTime: now - 40_000,
+      attributes: { 'lifeline.health.component': 'poller' },
+    });
+    ended.push(tick);
+    ended.push(tracer().startSpan('GET', { kind: SpanKind.CLIENT, startTime: now - 39_000 }, trace.setSpan(context.active(), tick)));
+    expect(diagnostics.exportStuck(now)).toEqual({ stuck: 0, exported: 0, capped: 0 });
+  });
+
   it('a stuck call under a request that is not stuck heads its own snapshot', () => {
     const now = Date.now();
     const server = request('/cart', 1_000, now);

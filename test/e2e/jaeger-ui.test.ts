@@ -12,6 +12,8 @@ import { ROOT, stopChild } from '../support/node.js';
 // builds) for the stuck-dependency example, in headless Chromium: the README's searches, performed
 // as a user would, and what they list. Screenshots go to test-results/jaeger-ui/.
 const SERVICE = 'e2e-ui';
+/** A service under register mode with no lifeline code: no component, so no verdict, ever. */
+const ZERO_CODE = 'e2e-zero-code';
 const RESULTS = join(ROOT, 'test-results', 'jaeger-ui');
 
 /** A built jaeger-ui: JAEGER_UI_ASSETS_PATH, else the one beside the repository (../shared/jaeger-ui). */
@@ -35,6 +37,8 @@ function chromium(): string {
 
 let stack: LocalStack | undefined;
 let app: ChildProcess | undefined;
+let zeroCode: ChildProcess | undefined;
+let stuckRequest: AbortController | undefined;
 let browser: Browser | undefined;
 let page: Page;
 
@@ -57,6 +61,26 @@ beforeAll(async () => {
   });
   const stdout = app.stdout as NodeJS.ReadableStream;
   await new Promise((resolve) => createInterface({ input: stdout }).once('line', resolve));
+  zeroCode = spawn(process.execPath, ['--import', 'otel-lifeline/register', 'test/fixtures/stuck-service.mjs'], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      OTEL_SERVICE_NAME: ZERO_CODE,
+      OTEL_EXPORTER_OTLP_ENDPOINT: started.otlpHttpEndpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '200',
+      LIFELINE_HEALTH_INTERVAL_MS: '1000',
+      LIFELINE_STUCK_AFTER_MS: '2000',
+      LIFELINE_PROBE_PORT: '0',
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const first = await new Promise<string>((resolve) =>
+    createInterface({ input: zeroCode?.stdout as NodeJS.ReadableStream }).once('line', resolve),
+  );
+  const { port } = JSON.parse(first) as { port: number };
+  // A request its handler never answers.
+  stuckRequest = new AbortController();
+  void fetch(`http://127.0.0.1:${String(port)}/never`, { signal: stuckRequest.signal }).catch(() => undefined);
   // What the UI will show is in Jaeger: the stuck tick's snapshot and the verdict.
   await eventually(
     () => findTraces(started.queryUrl, SERVICE, { 'lifeline.in_flight': 'true' }),
@@ -65,6 +89,10 @@ beforeAll(async () => {
   await eventually(
     () => findTraces(started.queryUrl, SERVICE, { 'lifeline.health.component': 'indexer' }),
     (traces) => traces.some((t) => t.spans.some((s) => s.operationName.startsWith('health verdict'))),
+  );
+  await eventually(
+    () => findTraces(started.queryUrl, ZERO_CODE, { 'lifeline.in_flight': 'true' }),
+    (traces) => traces.some((t) => t.spans.some((s) => s.operationName.includes('(in flight'))),
   );
   const launched = await puppeteer.launch({
     executablePath: chromium(),
@@ -76,6 +104,8 @@ beforeAll(async () => {
 }, 900_000);
 afterAll(async () => {
   await browser?.close();
+  stuckRequest?.abort();
+  if (zeroCode !== undefined) await stopChild(zeroCode);
   if (app !== undefined) await stopChild(app);
   await stack?.stop();
 });
@@ -116,8 +146,8 @@ async function openSwitch(selector: string): Promise<void> {
 }
 
 /** The search page with the form filled as the README says (the UI keeps its form in the URL). */
-async function search(tags: Record<string, string>): Promise<{ title: string; text: string }[]> {
-  await page.goto(`${stack?.uiUrl ?? ''}/search?service=${SERVICE}&lookback=1h&limit=20&tags=${encodeURIComponent(JSON.stringify(tags))}`, {
+async function search(tags: Record<string, string>, service = SERVICE): Promise<{ title: string; text: string }[]> {
+  await page.goto(`${stack?.uiUrl ?? ''}/search?service=${service}&lookback=1h&limit=20&tags=${encodeURIComponent(JSON.stringify(tags))}`, {
     waitUntil: 'networkidle0',
   });
   await page.waitForSelector('.ResultItem');
@@ -237,5 +267,22 @@ describe('the Jaeger UI, as a person reads it (stuck-dependency example)', () =>
       links.some((href) => stuck.some((t) => href.includes(t.traceID))),
       `${JSON.stringify(links)} vs ${JSON.stringify(stuck.map((t) => t.traceID))}`,
     ).toBe(true);
+  });
+});
+
+describe('the Jaeger UI, as a person reads it (a zero-code service with a stuck request)', () => {
+  it("the README's first search lists the stuck request with an error badge; its row says how long it has been in flight, with no deadline", async () => {
+    const results = await search({ 'lifeline.in_flight': 'true' }, ZERO_CODE);
+    await page.screenshot({ path: join(RESULTS, '8-zero-code-search.png') });
+    const stuck = results.find((r) => /GET .*\(in flight, \d+ s, no deadline\)/.test(r.title));
+    expect(stuck, JSON.stringify(results.map((r) => r.title))).toBeDefined();
+    expect(stuck?.text).toMatch(/\d+ Errors?/); // the error badge
+    await open(/\(in flight, \d+ s, no deadline\)/);
+    const shown = await rows();
+    await page.screenshot({ path: join(RESULTS, '9-zero-code-trace.png') });
+    expect(shown[0]?.name).toMatch(/GET .*\(in flight, \d+ s, no deadline\)$/);
+    expect(shown[0]?.error).toBe(true);
+    const detail = await expand(/\(in flight, \d+ s, no deadline\)/);
+    expect(detail).toContain('lifeline.in_flight.age_ms');
   });
 });
