@@ -99,7 +99,8 @@ describe("the agent tier (agent.yaml on lifeline's collector) scrubs credentials
 
   it('secrets in attribute values, event attributes and the span name are REDACTED in Jaeger; look-alikes stay', async () => {
     const badgerDir = mkdtempSync(join(tmpdir(), 'lifeline-badger-'));
-    const tier = await startCollectorTier({ base: 36_000 + (process.pid % 300) * 10, badgerDir, decisionWait: '1s', routinePercent: 100 });
+    // Below the ephemeral range (32768–60999): a port there can be taken by any outgoing connection.
+    const tier = await startCollectorTier({ base: 17_000 + (process.pid % 300) * 10, badgerDir, decisionWait: '1s', routinePercent: 100 });
     try {
       const provider = new TracerProvider({
         resource: resourceFromAttributes({ 'service.name': 'agent-secrets' }),
