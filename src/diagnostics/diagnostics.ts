@@ -278,14 +278,6 @@ export class Diagnostics implements HealthDiagnostics {
     const tracker = this.#inFlight;
     if (tracker === undefined) return { stuck: 0, exported: 0, capped: 0 };
     const all = tracker.all();
-    const stuck = new Map<string, { readonly span: TrackedSpan; readonly stuckMs: number }>();
-    for (const span of all) {
-      // A component's work: its verdict explains it (linked both ways), within a few intervals.
-      if (ending === undefined && tracker.isTickWork(span.traceId)) continue;
-      const stuckMs = ending === undefined ? this.#stuckFor(span, now) : now - span.startMs;
-      if (stuckMs !== undefined) stuck.set(span.spanId, { span, stuckMs });
-    }
-    if (stuck.size === 0) return { stuck: 0, exported: 0, capped: 0 };
     if (now - this.#stuckWindow >= this.#minIntervalMs) {
       this.#stuckWindow = now;
       this.#stuckByRoute = new Map();
@@ -298,7 +290,15 @@ export class Diagnostics implements HealthDiagnostics {
     const summaryDue = ending !== undefined || this.#lastStuckSummary === undefined || now - this.#lastStuckSummary >= this.#minIntervalMs;
     const cap = ending === undefined ? STUCK_PER_ROUND : ENDING_TREES;
     let children: Map<string, TrackedSpan[]> | undefined;
-    for (const { span, stuckMs } of stuck.values()) {
+    // One pass, oldest first: a parent started (and was tracked) before its children, so whether it
+    // is stuck is known when a child comes.
+    const stuck = new Set<string>();
+    for (const span of all) {
+      // A component's work: its verdict explains it (linked both ways), within a few intervals.
+      if (ending === undefined && tracker.isTickWork(span.traceId)) continue;
+      const stuckMs = ending === undefined ? this.#stuckFor(span, now) : now - span.startMs;
+      if (stuckMs === undefined) continue;
+      stuck.add(span.spanId);
       // The top of a stuck subtree: a child stuck under a stuck parent is shown in the parent's tree.
       if (span.parentSpanId !== undefined && stuck.has(span.parentSpanId)) continue;
       stuckTops++;
@@ -334,12 +334,8 @@ export class Diagnostics implements HealthDiagnostics {
 
   /** Ms `span` has been stuck by `now`: past its deadline, or (a request or call with none) in flight over `stuckAfterMs`. */
   #stuckFor(span: TrackedSpan, now: number): number | undefined {
-    const deadline = span.span.attributes[ATTR_DEADLINE_AT];
-    if (typeof deadline === 'string') {
-      const at = Date.parse(deadline);
-      // The headers bound is a bound on the response head, not a deadline of the work.
-      if (!Number.isNaN(at) && span.span.attributes[ATTR_DEADLINE_SOURCE] !== 'headers') return at < now ? now - at : undefined;
-    }
+    const at = deadlineOfSpan(span);
+    if (at !== undefined) return at < now ? now - at : undefined;
     const kind = span.span.kind;
     if (kind !== SpanKind.SERVER && kind !== SpanKind.CLIENT) return undefined;
     const age = now - span.startMs;
@@ -626,12 +622,13 @@ function within(spans: TrackedSpan[], budget: { nodes: number }): TrackedSpan[] 
 }
 
 /** What the stuck-work caps count by: a server span's route, else the span's name. */
-function routeOf(span: TrackedSpan): string {
-  const { attributes, name } = span.span;
+function routeOf(tracked: TrackedSpan): string {
+  if (tracked.route !== undefined) return tracked.route;
+  const { attributes, name } = tracked.span;
   const route = attributes['http.route'];
-  if (typeof route !== 'string') return name;
   const method = attributes['http.request.method'];
-  return typeof method === 'string' ? `${method} ${route}` : route;
+  tracked.route = typeof route !== 'string' ? name : typeof method === 'string' ? `${method} ${route}` : route;
+  return tracked.route;
 }
 
 /** In-flight spans by parent span ID, built once per round. */
@@ -657,4 +654,19 @@ function descendants(spanId: string, children: ReadonlyMap<string, readonly Trac
     }
   }
   return result;
+}
+
+/**
+ * The deadline `span` records (epoch ms), parsed once: a span gets it at its start, or (a policy's
+ * on a client call) once, a little later. The headers bound is a bound on the response head, not a
+ * deadline of the work: none.
+ */
+function deadlineOfSpan(tracked: TrackedSpan): number | undefined {
+  if (tracked.deadlineAt !== undefined) return Number.isNaN(tracked.deadlineAt) ? undefined : tracked.deadlineAt;
+  const { attributes } = tracked.span;
+  const recorded = attributes[ATTR_DEADLINE_AT];
+  if (typeof recorded !== 'string') return undefined;
+  const at = attributes[ATTR_DEADLINE_SOURCE] === 'headers' ? Number.NaN : Date.parse(recorded);
+  tracked.deadlineAt = at;
+  return Number.isNaN(at) ? undefined : at;
 }

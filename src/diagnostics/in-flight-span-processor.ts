@@ -5,6 +5,7 @@ import { numberOption, oneOf } from '../errors/index.js';
 import { ATTR_HEALTH_COMPONENT } from '../semconv/index.js';
 import { Redactor, type RedactionOptions } from '../redaction/index.js';
 import { captureStack, frameLocation, userFrames } from './stacks.js';
+import { deadlineOf } from '../deadline/index.js';
 
 /** Which spans get a creation stack: none, those of tick work (default), or all. */
 export type CaptureStacks = 'off' | 'ticks' | 'all';
@@ -39,6 +40,10 @@ export interface TrackedSpan {
   readonly startMs: number;
   /** The user's frames where it started, one per line, when `captureStacks` wanted them. */
   readonly stack: string | undefined;
+  /** @internal Its deadline, epoch ms (`NaN`: none that counts), once known: the context's at its start, or the one recorded on it later; a cache for the stuck-work rounds. */
+  deadlineAt: number | undefined;
+  /** @internal What the stuck-work caps count it by, once it was stuck (its route is known by then). */
+  route: string | undefined;
 }
 
 /**
@@ -97,7 +102,7 @@ export class InFlightSpanProcessor implements SpanProcessor {
 
   /** @internal Whether `traceId` is rooted at a tick still in flight (a component's work). */
   isTickWork(traceId: string): boolean {
-    return this.#tickTraces.has(traceId);
+    return this.#tickTraces.size !== 0 && this.#tickTraces.has(traceId);
   }
 
   /** @internal The in-flight spans of one trace, oldest first. */
@@ -107,7 +112,7 @@ export class InFlightSpanProcessor implements SpanProcessor {
     return result;
   }
 
-  onStart(span: Span, _parentContext: Context): void {
+  onStart(span: Span, parentContext: Context): void {
     if (this.#untracked > 0) return;
     const { traceId, spanId } = span.spanContext();
     const isTick = span.attributes[ATTR_HEALTH_COMPONENT] !== undefined;
@@ -121,6 +126,9 @@ export class InFlightSpanProcessor implements SpanProcessor {
       parentSpanId: span.parentSpanContext?.spanId,
       startMs: span.startTime[0] * 1_000 + span.startTime[1] / 1e6,
       stack,
+      // The deadline the span starts under, as DeadlineSpanProcessor records it (a headers bound is none).
+      deadlineAt: deadlineAtStart(parentContext),
+      route: undefined,
     });
     this.#stackBytes += stack?.length ?? 0;
     // Oldest first (a Map iterates in insertion order): the newest is the likeliest to be live work.
@@ -195,4 +203,9 @@ export class InFlightSpanProcessor implements SpanProcessor {
     if (left > 0) this.#tickTraces.set(tracked.traceId, left);
     else this.#tickTraces.delete(tracked.traceId);
   }
+}
+
+function deadlineAtStart(parentContext: Context): number | undefined {
+  const deadline = deadlineOf(parentContext);
+  return deadline === undefined || deadline.source === 'headers' ? undefined : deadline.at;
 }
