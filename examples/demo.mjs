@@ -6,7 +6,9 @@
 // URLs, and after ~30 s prints what Jaeger holds: the calls aborted by deadlines (found by tag
 // lifeline.deadline.exceeded=true) and the diagnostic of the component that got stuck. With
 // JAEGER_UI_ASSETS_PATH set to a built jaeger-ui, Jaeger serves its real UI and the demo prints the
-// links a person would open: the search, the stuck trace, the verdict.
+// links a person would open: the search, the stuck trace, the verdict. Beside it runs
+// examples/stuck-request, a service with no lifeline code and no component (so no verdict, ever),
+// with one request that hangs: the demo reads back the snapshot lifeline exported while it hung.
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -14,6 +16,7 @@ import { startLocalStack } from '../otel-collector/local-stack.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SERVICE = 'lifeline-demo';
+const ZERO_CODE = 'lifeline-demo-zero-code';
 const seconds = Number(process.env.DEMO_SECONDS ?? 30);
 const probePort = Number(process.env.DEMO_PROBE_PORT ?? 5555);
 
@@ -36,8 +39,32 @@ const app = spawn(process.execPath, ['--import', 'otel-lifeline/register', 'exam
   stdio: ['ignore', 'pipe', 'inherit'],
 });
 const started = await new Promise((resolve) => createInterface({ input: app.stdout }).once('line', (line) => resolve(JSON.parse(line))));
+const zeroCode = spawn(process.execPath, ['--import', 'otel-lifeline/register', 'examples/stuck-request/server.mjs'], {
+  cwd: ROOT,
+  env: {
+    ...process.env,
+    OTEL_SERVICE_NAME: ZERO_CODE,
+    OTEL_EXPORTER_OTLP_ENDPOINT: stack.otlpHttpEndpoint,
+    OTEL_BSP_SCHEDULE_DELAY: '500',
+    LIFELINE_HEALTH_INTERVAL_MS: '2000',
+    LIFELINE_STUCK_AFTER_MS: '5000',
+    LIFELINE_PROBE_PORT: '0',
+    LIFELINE_LOG_LEVEL: 'warn',
+    LIFELINE_AUTO_INSTRUMENTATIONS: 'off',
+    PORT: '0',
+  },
+  stdio: ['ignore', 'pipe', 'inherit'],
+});
+const zeroCodePort = await new Promise((resolve) =>
+  createInterface({ input: zeroCode.stdout }).once('line', (line) => resolve(JSON.parse(line).port)),
+);
+// One request that hangs: its handler waits on a socket nothing bounds.
+const hanging = new AbortController();
+void fetch(`http://127.0.0.1:${zeroCodePort}/orders/42`, { signal: hanging.signal }).catch(() => undefined);
 
 async function finish(code) {
+  hanging.abort();
+  zeroCode.kill('SIGTERM');
   app.kill('SIGTERM');
   await stack.stop();
   process.exit(code);
@@ -47,6 +74,7 @@ process.once('SIGINT', () => void finish(130));
 const probe = `http://127.0.0.1:${probePort}`;
 console.log(`
 service       examples/stuck-dependency (port ${started.port}); its dependency ${started.dependency} never answers
+zero-code     examples/stuck-request (port ${zeroCodePort}, no component): GET /orders/42 hangs on a stock service that never answers
 probes        ${probe}/live  ${probe}/ready   (try: npx lifeline health --url ${probe} --probe live)
 Jaeger API    ${stack.queryUrl}/api/traces?service=${SERVICE}&tags=${encodeURIComponent('{"lifeline.deadline.exceeded":"true"}')}
 ${stack.uiUrl === undefined ? "              (Jaeger's UI is a placeholder in a Go-built binary: set JAEGER_UI_ASSETS_PATH to a built jaeger-ui for the real one)" : `Jaeger UI     ${stack.uiUrl}/search?service=${SERVICE}&lookback=1h&tags=${encodeURIComponent('{"lifeline.in_flight":"true"}')}`}
@@ -61,8 +89,8 @@ for (let elapsed = 0; elapsed < seconds; elapsed += 5) {
   console.log(`t+${String(elapsed + 5).padStart(2)} s  GET /live -> ${live}`);
 }
 
-async function traces(params) {
-  const query = new URLSearchParams({ service: SERVICE, limit: '100', ...params });
+async function traces(params, service = SERVICE) {
+  const query = new URLSearchParams({ service, limit: '100', ...params });
   const body = await (await fetch(`${stack.queryUrl}/api/traces?${query}`)).json();
   return body.data ?? [];
 }
@@ -107,12 +135,22 @@ if (verdict !== undefined) {
   }
 }
 
+const hung = (await traces({ tags: JSON.stringify({ 'lifeline.in_flight': 'true' }) }, ZERO_CODE))
+  .flatMap((t) => t.spans)
+  .find((s) => s.operationName.includes('(in flight'));
+console.log(
+  `\nFrom Jaeger — the zero-code service's hanging request (tag lifeline.in_flight=true, no verdict): ${hung === undefined ? 'none' : `${hung.operationName}, ${String(tag(hung, 'url.path') ?? tag(hung, 'http.target') ?? '')}`}`,
+);
+if (hung !== undefined && stack.uiUrl !== undefined)
+  console.log(`  ${stack.uiUrl}/search?service=${ZERO_CODE}&lookback=1h&tags=${encodeURIComponent('{"lifeline.in_flight":"true"}')}`);
+
 const urls = aborted.map((s) => String(tag(s, 'url.full')));
-const ok = urls.some((u) => u.includes('/inventory')) && urls.some((u) => u.includes('/report')) && verdict !== undefined;
+const ok =
+  urls.some((u) => u.includes('/inventory')) && urls.some((u) => u.includes('/report')) && verdict !== undefined && hung !== undefined;
 console.log(
   ok
-    ? '\nDemo OK: deadlines ended the stuck fetch and node:http calls, so poller and reporter stayed healthy; indexer, stuck on a lock no deadline can reach, explained itself.'
-    : '\nDemo FAILED: expected aborted calls and a verdict in Jaeger.',
+    ? '\nDemo OK: deadlines ended the stuck fetch and node:http calls, so poller and reporter stayed healthy; indexer, stuck on a lock no deadline can reach, explained itself; and the zero-code service showed its hanging request while it hung.'
+    : "\nDemo FAILED: expected aborted calls, a verdict and the zero-code service's stuck request in Jaeger.",
 );
 // A person at a terminal gets time to open the links; a script or CI gets its exit code at once.
 if (ok && stack.uiUrl !== undefined && process.stdin.isTTY) {
