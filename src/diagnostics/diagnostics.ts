@@ -31,6 +31,7 @@ import {
   ATTR_IN_FLIGHT_OVERDUE_MS,
   ATTR_IN_FLIGHT_SPAN_ID,
   EVENT_DIAGNOSTIC,
+  OTHER_ADDRESSES,
   isoTime,
   scopeTracer,
 } from '../semconv/index.js';
@@ -96,6 +97,8 @@ const STUCK_PER_ROUND = 10;
 const STUCK_PER_ROUTE = 3;
 /** A stuck span is exported once when found, and once more when it has been stuck this long (then it is a hang, not a slow answer). */
 const STUCK_AGAIN_MS = 60_000;
+/** Operations the stuck gauge tells apart, at most; the rest are `_OTHER`. */
+const STUCK_SERIES = 50;
 /** Trees exported at most when the process is ending (SIGTERM): one flush must still fit its budget. */
 const ENDING_TREES = 32;
 
@@ -146,6 +149,10 @@ export class Diagnostics implements HealthDiagnostics {
   #stuckWindow = 0;
   #lastStuckSummary: number | undefined;
   #stuckTimer: NodeJS.Timeout | undefined;
+  /** The last round's stuck spans (each heading a stuck subtree) by kind and operation, for the metric. */
+  #stuckCounts: ReadonlyMap<string, number> = new Map();
+  /** The operations the gauge tells apart, for the life of the process (the series stay bounded). */
+  readonly #stuckOperations = new Set<string>();
 
   constructor(options: DiagnosticsOptions = {}) {
     const {
@@ -274,6 +281,15 @@ export class Diagnostics implements HealthDiagnostics {
     return this.#exportStuckWork(now, why);
   }
 
+  /**
+   * @internal The stuck spans of the last round, by `kind\noperation` (a server span's method and
+   * route, else its name; the first {@link STUCK_SERIES} operations, then `_OTHER`): what the
+   * `lifeline.in_flight.stuck` gauge reports.
+   */
+  get stuckCounts(): ReadonlyMap<string, number> {
+    return this.#stuckCounts;
+  }
+
   #exportStuckWork(now: number, ending: string | undefined): StuckRound {
     const tracker = this.#inFlight;
     if (tracker === undefined) return { stuck: 0, exported: 0, capped: 0 };
@@ -290,6 +306,7 @@ export class Diagnostics implements HealthDiagnostics {
     const summaryDue = ending !== undefined || this.#lastStuckSummary === undefined || now - this.#lastStuckSummary >= this.#minIntervalMs;
     const cap = ending === undefined ? STUCK_PER_ROUND : ENDING_TREES;
     let children: Map<string, TrackedSpan[]> | undefined;
+    const counts = new Map<string, number>();
     // One pass, oldest first: a parent started (and was tracked) before its children, so whether it
     // is stuck is known when a child comes.
     const stuck = new Set<string>();
@@ -302,6 +319,7 @@ export class Diagnostics implements HealthDiagnostics {
       // The top of a stuck subtree: a child stuck under a stuck parent is shown in the parent's tree.
       if (span.parentSpanId !== undefined && stuck.has(span.parentSpanId)) continue;
       stuckTops++;
+      if (ending === undefined) countStuck(counts, this.#stuckOperations, span);
       const known = this.#snapshots.get(span.spanId);
       const due = known === undefined || (ending === undefined && known.again !== true && stuckMs >= STUCK_AGAIN_MS);
       if (!due) continue;
@@ -325,6 +343,7 @@ export class Diagnostics implements HealthDiagnostics {
         this.#stuckByRoute.set(route, routeCount + 1);
       }
     }
+    if (ending === undefined) this.#stuckCounts = counts;
     if (left > 0 && summaryDue) {
       this.#lastStuckSummary = now;
       this.#stuckSummary(capped, left, stuckTops, now, ending);
@@ -669,4 +688,18 @@ function deadlineOfSpan(tracked: TrackedSpan): number | undefined {
   const at = attributes[ATTR_DEADLINE_SOURCE] === 'headers' ? Number.NaN : Date.parse(recorded);
   tracked.deadlineAt = at;
   return Number.isNaN(at) ? undefined : at;
+}
+
+const KIND_NAMES = ['internal', 'server', 'client', 'producer', 'consumer'];
+
+/** Counts `span` in `counts` by kind and operation: the first {@link STUCK_SERIES} operations ever seen (`operations`), the rest `_OTHER`. */
+function countStuck(counts: Map<string, number>, operations: Set<string>, span: TrackedSpan): void {
+  const kind = KIND_NAMES[span.span.kind] ?? 'internal';
+  let operation = routeOf(span);
+  if (!operations.has(operation)) {
+    if (operations.size < STUCK_SERIES) operations.add(operation);
+    else operation = OTHER_ADDRESSES;
+  }
+  const key = `${kind}\n${operation}`;
+  counts.set(key, (counts.get(key) ?? 0) + 1);
 }

@@ -30,6 +30,7 @@ import { recordDeadline } from '../processors/index.js';
 import {
   DeadlineMetricsSpanProcessor,
   installHealthMetrics,
+  installStuckMetrics,
   type HealthMetricsOptions,
   type InstalledHealthMetrics,
 } from '../metrics/index.js';
@@ -301,6 +302,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
       let member: MemberReporter | undefined;
       let watchdog: Watchdog | undefined;
       let healthMetrics: InstalledHealthMetrics | undefined;
+      let stuckMetrics: { uninstall(): void } | undefined;
       syncBuiltinViews();
       // Whose inbound deadlines are obeyed is judged by the caller's address, recorded per request.
       const inboundTrust = installInboundTrust();
@@ -328,9 +330,16 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         // Stuck work is exported with no verdict needed: a service that registered nothing has none.
         diagnostics.watchStuck(interval);
         // After the SDK started: the meter is taken from the global provider it registered.
-        if (metricsOptions !== undefined) healthMetrics = installHealthMetrics(health, metricsOptions);
+        if (metricsOptions !== undefined) {
+          healthMetrics = installHealthMetrics(health, metricsOptions);
+          stuckMetrics = installStuckMetrics(
+            diagnostics,
+            metricsOptions.meterProvider ? { meterProvider: metricsOptions.meterProvider } : {},
+          );
+        }
       } catch (err) {
         healthMetrics?.uninstall();
+        stuckMetrics?.uninstall();
         await member?.close();
         await probe?.close();
         leaveInstance(probe);
@@ -362,6 +371,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
               await stopSdk?.();
             } finally {
               healthMetrics?.uninstall();
+              stuckMetrics?.uninstall();
               servers.uninstall();
               inboundTrust.uninstall();
               dispatcher?.uninstall();

@@ -58,5 +58,15 @@ export const METRIC_EVENT_LOOP_DELAY_P99 = 'lifeline.event_loop.delay.p99';
 export const METRIC_EVENT_LOOP_DELAY_MAX = 'lifeline.event_loop.delay.max';
 /** Seconds the event loop stalled because the process got no CPU (stopped, throttled), as the watchdog saw it. */
 export const METRIC_PROCESS_CPU_STARVED = 'lifeline.process.cpu_starved';
-/** `server.address` of a deadline metric once the distinct addresses reached their cap. */
+/**
+ * Spans stuck in flight (past their deadline, or with none past `stuckAfterMs`) at the last
+ * stuck-work round, each heading a stuck subtree, by {@link ATTR_IN_FLIGHT_KIND} and
+ * {@link ATTR_IN_FLIGHT_OPERATION}.
+ */
+export const METRIC_IN_FLIGHT_STUCK = 'lifeline.in_flight.stuck';
+/** The span kind of a stuck span on {@link METRIC_IN_FLIGHT_STUCK}: `server`, `client`, `internal`, … */
+export const ATTR_IN_FLIGHT_KIND = 'lifeline.in_flight.kind';
+/** A server span's method and route (`GET /orders/:id`), else the span's name; at most 50 per kind, then `_OTHER`. */
+export const ATTR_IN_FLIGHT_OPERATION = 'lifeline.in_flight.operation';
+/** `server.address` of a deadline metric once the distinct addresses reached their cap (and any capped metric attribute). */
 export const OTHER_ADDRESSES = '_OTHER';

@@ -3,6 +3,8 @@ import { InMemorySpanExporter, RandomIdGenerator, SimpleSpanProcessor, TracerPro
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DeadlineSpanProcessor, Diagnostics, InFlightSpanProcessor, withTimeout } from '../../src/index.js';
 import { SnapshotIdGenerator } from '../../src/diagnostics/index.js';
+import { installStuckMetrics } from '../../src/metrics/index.js';
+import { MeterProvider, MetricReader, type DataPoint } from '@opentelemetry/sdk-metrics';
 
 /**
  * Issue 28: stuck work is exported while it is stuck, with no verdict (a service that registered
@@ -153,5 +155,52 @@ describe('stuck work, exported with no verdict', () => {
     expect(exporter.getFinishedSpans().filter((s) => s.name.startsWith('stuck work:'))).toHaveLength(1);
     // The cost is the benchmark's to judge; here it only must not be absurd on a loaded machine.
     expect(roundMs).toBeLessThan(2_000);
+  });
+
+  it('the lifeline.in_flight.stuck gauge: stuck spans by kind and operation, 0 once none of it is stuck, at most 50 operations', async () => {
+    class OnDemandReader extends MetricReader {
+      protected onForceFlush(): Promise<void> {
+        return Promise.resolve();
+      }
+      protected onShutdown(): Promise<void> {
+        return Promise.resolve();
+      }
+    }
+    const reader = new OnDemandReader();
+    const meterProvider = new MeterProvider({ readers: [reader] });
+    const installed = installStuckMetrics(diagnostics, { meterProvider });
+    const points = async (): Promise<Record<string, number>> => {
+      const { resourceMetrics } = await reader.collect();
+      const all = resourceMetrics.scopeMetrics
+        .flatMap((scope) => scope.metrics)
+        .filter((metric) => metric.descriptor.name === 'lifeline.in_flight.stuck')
+        .flatMap((metric) => metric.dataPoints as DataPoint<number>[]);
+      return Object.fromEntries(
+        all.map((p) => [
+          `${String(p.attributes['lifeline.in_flight.kind'])} ${String(p.attributes['lifeline.in_flight.operation'])}`,
+          p.value,
+        ]),
+      );
+    };
+    try {
+      const now = Date.now();
+      const stuck = [request('/orders/:id', 20_000, now), request('/orders/:id', 15_000, now), request('/search', 12_000, now)];
+      for (let i = 0; i < 60; i++) request(`/page/${String(i)}`, 20_000, now); // more operations than the gauge tells apart
+      diagnostics.exportStuck(now);
+      const first = await points();
+      expect(first['server GET /orders/:id']).toBe(2);
+      expect(first['server GET /search']).toBe(1);
+      expect(Object.keys(first).length).toBeLessThanOrEqual(51);
+      expect(first['server _OTHER']).toBe(62 - 50); // 62 operations, the first 50 told apart
+      for (const span of [...stuck, ...ended]) span.end();
+      ended = [];
+      diagnostics.exportStuck(now + 1_000);
+      const after = await points();
+      expect(after['server GET /orders/:id']).toBe(0); // nothing stuck now: 0, not the last value
+      expect(Object.values(after).every((v) => v === 0)).toBe(true);
+    } finally {
+      installed.uninstall();
+      await meterProvider.shutdown();
+    }
   });
 });
