@@ -139,8 +139,8 @@ target({
 });
 
 // Stuck work with no verdict (Diagnostics.exportStuck, every catalog interval): one pass over
-// the tracked spans. Steady state: 10,000 requests in flight, young, half under a deadline (whose
-// attribute each round parses). Storm: 10,000 stuck; its first round exports the capped trees and a
+// the tracked spans. Steady state: 10,000 requests in flight, young, half under a deadline (read from
+// the context at their start, not parsed each round). Storm: 10,000 stuck; its first round exports the capped trees and a
 // summary, the rounds after it only scan.
 const STUCK_SPANS = 10_000;
 function stuckRounds(agoMs: number): { first: number; later: number[] } {

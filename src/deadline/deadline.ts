@@ -77,7 +77,8 @@ export class DeadlineScope implements Deadline {
    * Calls `onExpire(subject)` once this deadline has passed, never before and always
    * asynchronously, unless cancelled first: the call's share of the deadline's one timer. Every call
    * under one deadline (a request's, a tick's) waits on the same timer, which runs only while one
-   * of them does; a watch costs a list link instead of a timer of its own.
+   * of them does; a watch costs a list link instead of a timer of its own. At the deadline the
+   * newest watch is told first; one that throws does not keep the others from being told.
    */
   watch<S>(onExpire: (subject: S) => void, subject: S): DeadlineWatch {
     const watcher = new Watcher<S>(this, onExpire, subject, this.#watchers);
@@ -102,7 +103,7 @@ export class DeadlineScope implements Deadline {
     this.#timer = undefined;
   }
 
-  /** `watcher` was cancelled: out of the list, and the timer stops when nothing waits any more. */
+  /** @internal For {@link Watcher} only: `watcher` was cancelled; out of the list, and the timer stops when nothing waits any more. */
   static unwatch(scope: DeadlineScope, watcher: Watcher<unknown>): void {
     const { previous, next } = watcher;
     if (previous === undefined) scope.#watchers = next;
@@ -119,7 +120,16 @@ export class DeadlineScope implements Deadline {
     for (const watcher of expired) watcher.unlink();
     scope.#watchers = undefined;
     if (!scope.#released) scope.#controller?.abort(new DeadlineExceededError(scope.at, scope.source));
-    for (const watcher of expired) watcher.expire();
+    for (const watcher of expired) {
+      try {
+        watcher.expire();
+      } catch (error) {
+        // Every other call is still told; the error surfaces as it would from a timer of its own.
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
+    }
   }
 }
 

@@ -95,7 +95,7 @@ const REMEMBERED_SNAPSHOTS = 4_096;
 /** Stuck trees exported per round at most, and per route (or span name) per `minIntervalMs`: a storm of stuck requests is summarised, not exported one by one. */
 const STUCK_PER_ROUND = 10;
 const STUCK_PER_ROUTE = 3;
-/** A stuck span is exported once when found, and once more when it has been stuck this long (then it is a hang, not a slow answer). */
+/** A stuck span is exported once when found, and once more this long after (by then it is a hang, not a slow answer). */
 const STUCK_AGAIN_MS = 60_000;
 /** Operations the stuck gauge tells apart, at most; the rest are `_OTHER`. */
 const STUCK_SERIES = 50;
@@ -140,7 +140,7 @@ export class Diagnostics implements HealthDiagnostics {
    * Real span ID → its snapshot, oldest first: a span in flight is exported once, not per verdict,
    * and again once its deadline has passed (so it shows it). Only snapshots that were recorded.
    */
-  readonly #snapshots = new Map<string, { readonly context: SpanContext; readonly overdue: boolean; readonly again?: boolean }>();
+  readonly #snapshots = new Map<string, Remembered>();
   #lastEmit: number | undefined;
   #lastBlockEmit: number | undefined;
   readonly #stuckAfterMs: number;
@@ -258,8 +258,8 @@ export class Diagnostics implements HealthDiagnostics {
    * none; a component's tick work is left to its verdict): every span still in flight past its deadline, and every request (server span) or call
    * (client span) with no deadline in flight for `stuckAfterMs`, as an `(in flight)` snapshot of
    * it and its subtree (the same snapshot spans a verdict exports: `lifeline.in_flight`, status
-   * ERROR, the creation stack), rooted in its own trace. Once per span, and once more when it has
-   * been stuck a minute. At most 10 trees a round and 3 per route each `minIntervalMs`; what the
+   * ERROR, the creation stack), rooted in its own trace. Once per span, and once more a minute
+   * later. At most 10 trees a round and 3 per route each `minIntervalMs`; what the
    * caps leave out is counted in one `stuck work` summary span per `minIntervalMs`. Cost: one pass
    * over the tracked spans.
    * @example
@@ -309,19 +309,22 @@ export class Diagnostics implements HealthDiagnostics {
     const counts = new Map<string, number>();
     // One pass, oldest first: a parent started (and was tracked) before its children, so whether it
     // is stuck is known when a child comes.
-    const stuck = new Set<string>();
+    /** Spans in a stuck subtree: stuck ones, and everything below one (stuck or not). */
+    const covered = new Set<string>();
     for (const span of all) {
       // A component's work: its verdict explains it (linked both ways), within a few intervals.
       if (ending === undefined && tracker.isTickWork(span.traceId)) continue;
-      const stuckMs = ending === undefined ? this.#stuckFor(span, now) : now - span.startMs;
+      const underStuck = span.parentSpanId !== undefined && covered.has(span.parentSpanId);
+      const stuckMs = underStuck ? undefined : ending === undefined ? this.#stuckFor(span, now) : now - span.startMs;
+      if (underStuck) covered.add(span.spanId); // shown in its stuck ancestor's tree
       if (stuckMs === undefined) continue;
-      stuck.add(span.spanId);
-      // The top of a stuck subtree: a child stuck under a stuck parent is shown in the parent's tree.
-      if (span.parentSpanId !== undefined && stuck.has(span.parentSpanId)) continue;
+      covered.add(span.spanId);
       stuckTops++;
       if (ending === undefined) countStuck(counts, this.#stuckOperations, span);
       const known = this.#snapshots.get(span.spanId);
-      const due = known === undefined || (ending === undefined && known.again !== true && stuckMs >= STUCK_AGAIN_MS);
+      // Once, and once more a minute after the first; everything at the end, exported before or not.
+      const due =
+        ending !== undefined || known === undefined || (known.again !== true && known.at !== undefined && now - known.at >= STUCK_AGAIN_MS);
       if (!due) continue;
       if (exported >= cap && !summaryDue) {
         left++;
@@ -338,7 +341,7 @@ export class Diagnostics implements HealthDiagnostics {
       const subtree = [span, ...descendants(span.spanId, children)];
       const [node] = this.#tree(subtree, now, { nodes: MAX_TREE_NODES, stacks: MAX_STACKS });
       if (node === undefined) continue;
-      if (this.#exportStuckTree(node, now, stuckMs, known !== undefined, ending)) {
+      if (this.#exportStuckTree(node, now, stuckMs, known !== undefined && ending === undefined, ending)) {
         exported++;
         this.#stuckByRoute.set(route, routeCount + 1);
       }
@@ -370,7 +373,7 @@ export class Diagnostics implements HealthDiagnostics {
       recorded = snapshot.isRecording();
       if (!recorded) return;
       const context = snapshot.spanContext();
-      this.#remember(node.spanId, { context, overdue: overdueMs !== undefined, again });
+      this.#remember(node.spanId, { context, overdue: overdueMs !== undefined, again, at: now });
       this.#exportInFlight(node.children, { left: MAX_SNAPSHOT_SPANS, endTime: now }, undefined, context);
     });
     return recorded;
@@ -400,7 +403,7 @@ export class Diagnostics implements HealthDiagnostics {
     else this.#inFlight.untracked(run);
   }
 
-  #remember(spanId: string, entry: { readonly context: SpanContext; readonly overdue: boolean; readonly again?: boolean }): void {
+  #remember(spanId: string, entry: Remembered): void {
     this.#snapshots.delete(spanId);
     this.#snapshots.set(spanId, entry);
     if (this.#snapshots.size > REMEMBERED_SNAPSHOTS) this.#snapshots.delete(this.#snapshots.keys().next().value as string);
@@ -419,8 +422,7 @@ export class Diagnostics implements HealthDiagnostics {
       budget.nodes--;
       const frames = budget.stacks-- > 0 ? userFrames(span.stack).map((frame) => this.#redactor.text(frame)) : [];
       // The attribute is the one record of a deadline a policy gave the span after it started.
-      const deadlineAttribute = span.span.attributes[ATTR_DEADLINE_AT];
-      const deadlineAt = typeof deadlineAttribute === 'string' ? Date.parse(deadlineAttribute) : Number.NaN;
+      const deadlineAt = deadlineOfSpan(span);
       return {
         name: this.#redactor.text(span.span.name),
         traceId: span.traceId,
@@ -428,7 +430,7 @@ export class Diagnostics implements HealthDiagnostics {
         parentSpanId: span.parentSpanId,
         ageMs: Math.round(now - span.startMs),
         startedAt: span.startMs,
-        deadline: Number.isNaN(deadlineAt) ? undefined : { at: deadlineAt, remainingMs: Math.round(deadlineAt - now) },
+        deadline: deadlineAt === undefined ? undefined : { at: deadlineAt, remainingMs: Math.round(deadlineAt - now) },
         attributes: this.#keyAttributes(span),
         origin: frames[0]?.replace(/^at /, ''),
         stack: frames.length === 0 ? undefined : frames.join('\n'),
@@ -629,6 +631,14 @@ export class Diagnostics implements HealthDiagnostics {
   }
 }
 
+/** A span in flight whose snapshot was exported: once per span; `at` (stuck work's) for the second, a minute later. */
+interface Remembered {
+  readonly context: SpanContext;
+  readonly overdue: boolean;
+  readonly again?: boolean;
+  readonly at?: number;
+}
+
 /** Snapshot spans a verdict may still export, and when they all end. */
 interface SnapshotBudget {
   left: number;
@@ -643,10 +653,18 @@ function within(spans: TrackedSpan[], budget: { nodes: number }): TrackedSpan[] 
 /** What the stuck-work caps count by: a server span's route, else the span's name. */
 function routeOf(tracked: TrackedSpan): string {
   if (tracked.route !== undefined) return tracked.route;
-  const { attributes, name } = tracked.span;
+  const { attributes, name, kind } = tracked.span;
   const route = attributes['http.route'];
   const method = attributes['http.request.method'];
-  tracked.route = typeof route !== 'string' ? name : typeof method === 'string' ? `${method} ${route}` : route;
+  const host = attributes['server.address'];
+  tracked.route =
+    typeof route === 'string'
+      ? typeof method === 'string'
+        ? `${method} ${route}`
+        : route
+      : kind === SpanKind.CLIENT && typeof host === 'string'
+        ? `${name} ${host}` // a client's GET is told apart by where it goes
+        : name;
   return tracked.route;
 }
 
@@ -676,18 +694,22 @@ function descendants(spanId: string, children: ReadonlyMap<string, readonly Trac
 }
 
 /**
- * The deadline `span` records (epoch ms), parsed once: a span gets it at its start, or (a policy's
- * on a client call) once, a little later. The headers bound is a bound on the response head, not a
- * deadline of the work: none.
+ * The deadline `tracked` is bound by (epoch ms), or `undefined`: the one its span records
+ * (`lifeline.deadline.at`, set at its start from the context, or later by a policy rule, which only
+ * tightens it), not the headers bound, which bounds a response head, not the work. Read without
+ * parsing a date per round: the context's deadline, taken at the span's start, is checked once
+ * against the recorded text, and a text seen before is not parsed again.
  */
 function deadlineOfSpan(tracked: TrackedSpan): number | undefined {
-  if (tracked.deadlineAt !== undefined) return Number.isNaN(tracked.deadlineAt) ? undefined : tracked.deadlineAt;
   const { attributes } = tracked.span;
   const recorded = attributes[ATTR_DEADLINE_AT];
   if (typeof recorded !== 'string') return undefined;
-  const at = attributes[ATTR_DEADLINE_SOURCE] === 'headers' ? Number.NaN : Date.parse(recorded);
-  tracked.deadlineAt = at;
-  return Number.isNaN(at) ? undefined : at;
+  if (recorded === tracked.deadlineText) return tracked.deadlineAt;
+  const fromStart = tracked.deadlineText === undefined ? tracked.deadlineAt : undefined;
+  const parsed = fromStart !== undefined && isoTime(fromStart) === recorded ? fromStart : Date.parse(recorded);
+  tracked.deadlineText = recorded;
+  tracked.deadlineAt = attributes[ATTR_DEADLINE_SOURCE] === 'headers' || Number.isNaN(parsed) ? undefined : parsed;
+  return tracked.deadlineAt;
 }
 
 const KIND_NAMES = ['internal', 'server', 'client', 'producer', 'consumer'];

@@ -40,8 +40,10 @@ export interface TrackedSpan {
   readonly startMs: number;
   /** The user's frames where it started, one per line, when `captureStacks` wanted them. */
   readonly stack: string | undefined;
-  /** @internal Its deadline, epoch ms (`NaN`: none that counts), once known: the context's at its start, or the one recorded on it later; a cache for the stuck-work rounds. */
+  /** @internal Its deadline, epoch ms: the context's at its start, then the one its `lifeline.deadline.at` says; a cache for the stuck-work rounds. */
   deadlineAt: number | undefined;
+  /** @internal The `lifeline.deadline.at` text {@link TrackedSpan.deadlineAt} was read from. */
+  deadlineText: string | undefined;
   /** @internal What the stuck-work caps count it by, once it was stuck (its route is known by then). */
   route: string | undefined;
 }
@@ -128,6 +130,7 @@ export class InFlightSpanProcessor implements SpanProcessor {
       stack,
       // The deadline the span starts under, as DeadlineSpanProcessor records it (a headers bound is none).
       deadlineAt: deadlineAtStart(parentContext),
+      deadlineText: undefined,
       route: undefined,
     });
     this.#stackBytes += stack?.length ?? 0;

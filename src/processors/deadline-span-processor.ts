@@ -9,6 +9,8 @@ import {
   ATTR_DEADLINE_MISSING,
   ATTR_DEADLINE_OVERDUE_MS,
   ATTR_DEADLINE_SOURCE,
+  ATTR_HEALTH_TICK,
+  ATTR_IN_FLIGHT,
   isoTime,
 } from '../semconv/index.js';
 
@@ -91,9 +93,25 @@ export function recordDeadline(
  * measured on, so no date is parsed per span.
  */
 function overranBy(span: Span): number | undefined {
-  const budget = span.attributes[ATTR_DEADLINE_BUDGET_MS];
-  if (typeof budget !== 'number' || span.attributes[ATTR_DEADLINE_SOURCE] === 'headers') return undefined;
+  const { attributes } = span;
+  const budget = attributes[ATTR_DEADLINE_BUDGET_MS];
+  const source = attributes[ATTR_DEADLINE_SOURCE];
+  // A tick span marks its own lateness (tick.ts); a snapshot of work in flight copies a span's attributes.
+  if (
+    typeof budget !== 'number' ||
+    source === 'headers' ||
+    attributes[ATTR_HEALTH_TICK] !== undefined ||
+    attributes[ATTR_IN_FLIGHT] !== undefined
+  )
+    return undefined;
+  if (budget <= 0) {
+    // Started at or after its deadline: the budget (clamped at 0) does not say how late; the deadline does.
+    const at = attributes[ATTR_DEADLINE_AT];
+    const overdue = typeof at === 'string' ? Math.round(Date.now() - Date.parse(at)) : Number.NaN;
+    return overdue > 0 ? overdue : undefined;
+  }
   const [seconds, nanos] = span.duration;
+  // Whole ms, as budget_ms is rounded: a span ending within half a ms of its deadline did not overrun it.
   const overdue = Math.round(seconds * 1_000 + nanos / 1e6 - budget);
   return overdue > 0 ? overdue : undefined;
 }

@@ -104,4 +104,27 @@ describe('calls sharing a deadline', () => {
     expect(signal.aborted).toBe(true);
     expect((signal.reason as { code?: string }).code).toBe('ERR_DEADLINE_EXCEEDED');
   });
+
+  it('a call whose onExpire throws does not keep the others from being told; its error is thrown after', () => {
+    vi.useFakeTimers();
+    const rethrown: (() => void)[] = [];
+    const spy = vi.spyOn(globalThis, 'queueMicrotask').mockImplementation((callback) => {
+      rethrown.push(callback);
+    });
+    try {
+      const scope = DeadlineScope.after(100, 'scope');
+      const told: number[] = [];
+      for (const i of [1, 2, 3])
+        scope.watch((call: number) => {
+          told.push(call);
+          if (call === 2) throw new Error('a pool callback threw');
+        }, i);
+      vi.advanceTimersByTime(100);
+      expect(told.sort()).toEqual([1, 2, 3]);
+      expect(rethrown).toHaveLength(1);
+      expect(() => rethrown[0]?.()).toThrow('a pool callback threw');
+    } finally {
+      spy.mockRestore();
+    }
+  });
 });

@@ -76,16 +76,18 @@ describe('stuck work, exported with no verdict', () => {
     expect(child?.name).toBe('GET stock.internal:8080 (in flight)');
   });
 
-  it('once per span, once more when it has been stuck a minute, then never again', () => {
+  it('once per span, once more a minute after the first, then never again', () => {
     const now = Date.now();
     request('/orders/:id', 12_000, now);
     diagnostics.exportStuck(now);
     diagnostics.exportStuck(now + 5_000);
     expect(snapshots()).toHaveLength(1);
-    diagnostics.exportStuck(now + 50_000); // stuck 62 s
+    diagnostics.exportStuck(now + 50_000); // 50 s after the first: not yet
+    expect(snapshots()).toHaveLength(1);
+    diagnostics.exportStuck(now + 60_000); // a minute after the first
     expect(snapshots().map((s) => s.name)).toEqual([
       'GET /orders/:id (in flight, 12 s, no deadline)',
-      'GET /orders/:id (in flight, 62 s, no deadline)',
+      'GET /orders/:id (in flight, 72 s, no deadline)',
     ]);
     diagnostics.exportStuck(now + 200_000);
     expect(snapshots()).toHaveLength(2);
@@ -103,6 +105,8 @@ describe('stuck work, exported with no verdict', () => {
     expect(snapshot?.name).toBe('SELECT (in flight, 3 s past deadline)');
     expect(snapshot?.attributes['lifeline.deadline.exceeded']).toBe(true);
     expect(snapshot?.attributes['lifeline.in_flight.overdue_ms']).toBeGreaterThanOrEqual(3_000);
+    // A snapshot copies the span's budget_ms but did not overrun anything itself.
+    expect(snapshot?.attributes['lifeline.deadline.overdue_ms']).toBeUndefined();
   });
 
   it('what is not stuck is left alone: a young request, internal work with no deadline', () => {
@@ -123,6 +127,20 @@ describe('stuck work, exported with no verdict', () => {
     ended.push(tick);
     ended.push(tracer().startSpan('GET', { kind: SpanKind.CLIENT, startTime: now - 39_000 }, trace.setSpan(context.active(), tick)));
     expect(diagnostics.exportStuck(now)).toEqual({ stuck: 0, exported: 0, capped: 0 });
+  });
+
+  it("a stuck call below a stuck request, through a span that is not stuck, is shown in the request's tree, not as a top of its own", () => {
+    const now = Date.now();
+    const server = request('/orders/:id', 20_000, now);
+    const handler = tracer().startSpan('handler', { startTime: now - 19_000 }, trace.setSpan(context.active(), server));
+    ended.push(handler);
+    const call = tracer().startSpan('GET', { kind: SpanKind.CLIENT, startTime: now - 18_000 }, trace.setSpan(context.active(), handler));
+    ended.push(call);
+    expect(diagnostics.exportStuck(now)).toEqual({ stuck: 1, exported: 1, capped: 0 });
+    const byId = new Map(snapshots().map((s) => [s.attributes['lifeline.in_flight.span_id'], s]));
+    expect(byId.get(call.spanContext().spanId)?.parentSpanContext?.spanId).toBe(
+      byId.get(handler.spanContext().spanId)?.spanContext().spanId,
+    );
   });
 
   it('a stuck call under a request that is not stuck heads its own snapshot', () => {

@@ -193,4 +193,28 @@ describe('DeadlineSpanProcessor with the undici instrumentation (README: Deadlin
     expect(span?.attributes['lifeline.deadline.exceeded']).toBe(true);
     expect(span?.attributes['lifeline.deadline.overdue_ms']).toBeUndefined();
   });
+
+  it('a span started after its deadline is marked by how late it ended, not by its own duration', async () => {
+    const tracer = provider.getTracer('app');
+    await withTimeout(20, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 80)); // the deadline passed ~60 ms ago
+      const span = tracer.startSpan('late start', { kind: SpanKind.CLIENT });
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      span.end();
+    });
+    const span = exporter.getFinishedSpans().find((s) => s.name === 'late start');
+    expect(span?.attributes['lifeline.deadline.budget_ms']).toBe(0);
+    expect(span?.attributes['lifeline.deadline.overdue_ms']).toBeGreaterThanOrEqual(65);
+  });
+
+  it('a tick span that ends late is left to the tick (it marks itself), not marked as overran', async () => {
+    const tracer = provider.getTracer('app');
+    const tick = tracer.startSpan('tick poller', {
+      attributes: { 'lifeline.health.tick': 3, 'lifeline.deadline.source': 'tick', 'lifeline.deadline.budget_ms': 5 },
+    });
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    tick.end();
+    const span = exporter.getFinishedSpans().find((s) => s.name === 'tick poller');
+    expect(span?.attributes['lifeline.deadline.overdue_ms']).toBeUndefined();
+  });
 });

@@ -49,7 +49,6 @@ interface PgConnection {
   cancel(processID: number, secretKey: number): void;
   on(event: string, listener: (...args: unknown[]) => void): void;
   once(event: string, listener: (...args: unknown[]) => void): void;
-  prependOnceListener(event: 'readyForQuery', listener: (message: { status?: string }) => void): void;
 }
 interface PgPool {
   readonly ending?: boolean;
@@ -237,9 +236,13 @@ class QueryCall {
     const sent = queued === -1 && query !== undefined && isOnTheWire(client, query);
     // Marked before the caller hears: pool.query releases the client in the caller's callback.
     const cut = sent ? new Cut(client) : undefined;
-    // The caller first, then the server: the cancel's connection is set up after the caller has its error.
-    call.#settle(deadlineError(call.#deadline));
-    if (cut !== undefined) endOnServer(client, cut);
+    // The caller first, then the server: the cancel's connection is set up after the caller has its error
+    // (and even if the caller's callback throws: the pool gets its connection back only this way).
+    try {
+      call.#settle(deadlineError(call.#deadline));
+    } finally {
+      if (cut !== undefined) endOnServer(client, cut);
+    }
   }
 }
 
@@ -286,9 +289,9 @@ function endOnServer(client: PgClient, cut: Cut): void {
     cut.settle(answered === 'I');
   };
   // The cancelled query ends with the server's answer (an error, 57014) and then ReadyForQuery, which
-  // says whether a transaction is still open. Ahead of pg's own listener, which sends the next query.
-  client.connection.prependOnceListener('readyForQuery', (message) => {
-    answered = message.status ?? '';
+  // says whether a transaction is still open. After pg's own listener has taken it (its pulse is held).
+  client.connection.once('readyForQuery', (message) => {
+    answered = (message as { status?: string } | undefined)?.status ?? '';
     carryOn();
   });
   let given = false;
@@ -309,7 +312,6 @@ function endOnServer(client: PgClient, cut: Cut): void {
     // Unanswered, the server may still run it; a cancel not yet done may still hit the next query.
     if (answered === undefined || !cancelClosed) retire(client, cut);
     held.release();
-    cut.settle(answered === 'I');
   }, CANCEL_CONFIRM_MS).unref();
   cancel(1);
   if (client.pipeline === true) retire(client, cut);
@@ -408,12 +410,15 @@ function retire(client: PgClient, cut?: Cut): void {
  * connect, authentication, a backend started), a storm of them when a slow database makes every
  * query miss its deadline. The client goes back to the pool instead, once the server has ended the
  * cut query on it outside a transaction; otherwise it is removed as before. Until then it is
- * neither idle nor free, so no other caller gets it while the server may still run the query.
+ * neither idle nor free, so no other caller gets it while the server may still run the query. (A
+ * client the app checked out and releases itself goes back at once, as always: its next query is
+ * held on the connection until the server has ended the cut one.)
  */
 function boundRelease(original: Release): Release {
   return function _release(this: PgPool, client: PgClient, idleListener: unknown, error?: unknown): unknown {
     const cut = client[CUT];
-    if (cut === undefined || !isDeadlineExceeded(error)) return original.call(this, client, idleListener, error);
+    // An ending pool removes it anyway; its cancel goes ahead all the same.
+    if (cut === undefined || this.ending === true || !isDeadlineExceeded(error)) return original.call(this, client, idleListener, error);
     // A connection dropped meanwhile is not clean; and its error must not go unheard.
     const dropped = (): void => {
       cut.settle(false);
@@ -495,13 +500,12 @@ function boundPoolConnect(original: PoolConnect): PoolConnect {
       active,
     );
     if (deadline === undefined) {
-      const pending = this._pendingQueue;
-      const waiting = pending?.length ?? 0;
-      const result = Reflect.apply(original, this, args);
-      // Queued with no deadline: pg-pool hands it the next freed client in the context of whoever freed
-      // it, often a caller whose deadline has passed (a cut query's): it must get its own, with none.
-      if (pending !== undefined && pending.length > waiting) handOverIn(pending[pending.length - 1], active);
-      return result;
+      // With no deadline: pg-pool hands a queued waiter the next freed client in the context of
+      // whoever freed it, often a caller whose deadline has passed (a cut query's); it must get its
+      // own. (Its pending item is left as it is: pg-pool's connectionTimeoutMillis finds it by its callback.)
+      const given = args[0];
+      if (typeof given === 'function') args[0] = inContext(active, given as PoolCallback);
+      return Reflect.apply(original, this, args);
     }
     const callback = args[0] as PoolCallback | undefined;
     let result: Promise<unknown> | undefined;
@@ -542,12 +546,9 @@ function boundPoolConnect(original: PoolConnect): PoolConnect {
   };
 }
 
-/** pg-pool's waiter `item` gets its client (a freed one, or one made for it) in its caller's context `caller`. */
-function handOverIn(item: (PendingItem & { callback?: unknown }) | undefined, caller: Context): void {
-  if (item === undefined || typeof item.callback !== 'function') return;
-  item[CALLER] = caller;
-  const callback = item.callback as PoolCallback;
-  item.callback = (error: unknown, client?: PooledClient, done?: unknown): void => {
+/** `callback`, called in its caller's context `caller` whoever calls it (a promise's continuation needs nothing: it has its own). */
+function inContext(caller: Context, callback: PoolCallback): PoolCallback {
+  return (error, client, done) => {
     if (context.active() === caller) callback(error, client, done);
     else context.with(caller, callback, undefined, error, client, done);
   };
