@@ -255,13 +255,13 @@ export class Diagnostics implements HealthDiagnostics {
 
   /**
    * Exports work that is stuck, with no verdict needed (a service that registered no component has
-   * none; a component's tick work is left to its verdict): every span still in flight past its deadline, and every request (server span) or call
-   * (client span) with no deadline in flight for `stuckAfterMs`, as an `(in flight)` snapshot of
-   * it and its subtree (the same snapshot spans a verdict exports: `lifeline.in_flight`, status
-   * ERROR, the creation stack), rooted in its own trace. Once per span, and once more a minute
-   * later. At most 10 trees a round and 3 per route each `minIntervalMs`; what the
-   * caps leave out is counted in one `stuck work` summary span per `minIntervalMs`. Cost: one pass
-   * over the tracked spans.
+   * none; a component's tick work is left to its verdict): every span still in flight past its
+   * deadline, and every request (server span) or call (client span) with no deadline in flight for
+   * `stuckAfterMs`, as an `(in flight)` snapshot of it and its subtree (the same snapshot spans a
+   * verdict exports: `lifeline.in_flight`, status ERROR, the creation stack), rooted in its own
+   * trace. Once per span, and once more a minute later. At most 10 trees a round and 3 per route
+   * each `minIntervalMs`; what the caps leave out is counted in one `stuck work` summary span per
+   * `minIntervalMs`. Cost: one pass over the tracked spans.
    * @example
    * ```ts
    * const { stuck, exported } = diagnostics.exportStuck(); // what lifeline's own round does every catalog interval

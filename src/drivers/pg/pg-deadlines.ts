@@ -505,7 +505,12 @@ function boundPoolConnect(original: PoolConnect): PoolConnect {
       // own. (Its pending item is left as it is: pg-pool's connectionTimeoutMillis finds it by its callback.)
       const given = args[0];
       if (typeof given === 'function') args[0] = inContext(active, given as PoolCallback);
-      return Reflect.apply(original, this, args);
+      const pending = this._pendingQueue;
+      const waiting = pending?.length ?? 0;
+      const result = Reflect.apply(original, this, args);
+      // Queued: a client pg-pool makes for it later is made in its context too (boundNewClient).
+      if (pending !== undefined && pending.length > waiting) (pending[pending.length - 1] as PendingItem)[CALLER] = active;
+      return result;
     }
     const callback = args[0] as PoolCallback | undefined;
     let result: Promise<unknown> | undefined;
