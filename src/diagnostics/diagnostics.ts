@@ -150,7 +150,7 @@ export class Diagnostics implements HealthDiagnostics {
   #lastStuckSummary: number | undefined;
   #stuckTimer: NodeJS.Timeout | undefined;
   /** The last round's stuck spans (each heading a stuck subtree) by kind and operation, for the metric. */
-  #stuckCounts: ReadonlyMap<string, number> = new Map();
+  #stuckCounts: ReadonlyMap<string, number[]> = new Map();
   /** The operations the gauge tells apart, for the life of the process (the series stay bounded). */
   readonly #stuckOperations = new Set<string>();
 
@@ -287,7 +287,13 @@ export class Diagnostics implements HealthDiagnostics {
    * `lifeline.in_flight.stuck` gauge reports.
    */
   get stuckCounts(): ReadonlyMap<string, number> {
-    return this.#stuckCounts;
+    // Keyed per collection, not per span: a round only counts by operation and kind index.
+    const result = new Map<string, number>();
+    for (const [operation, byKind] of this.#stuckCounts)
+      byKind.forEach((n, kind) => {
+        if (n > 0) result.set(`${KIND_NAMES[kind] ?? 'internal'}\n${operation}`, n);
+      });
+    return result;
   }
 
   #exportStuckWork(now: number, ending: string | undefined): StuckRound {
@@ -306,7 +312,7 @@ export class Diagnostics implements HealthDiagnostics {
     const summaryDue = ending !== undefined || this.#lastStuckSummary === undefined || now - this.#lastStuckSummary >= this.#minIntervalMs;
     const cap = ending === undefined ? STUCK_PER_ROUND : ENDING_TREES;
     let children: Map<string, TrackedSpan[]> | undefined;
-    const counts = new Map<string, number>();
+    const counts = new Map<string, number[]>();
     // One pass, oldest first: a parent started (and was tracked) before its children, so whether it
     // is stuck is known when a child comes.
     /** Spans in a stuck subtree: stuck ones, and everything below one (stuck or not). */
@@ -715,13 +721,15 @@ function deadlineOfSpan(tracked: TrackedSpan): number | undefined {
 const KIND_NAMES = ['internal', 'server', 'client', 'producer', 'consumer'];
 
 /** Counts `span` in `counts` by kind and operation: the first {@link STUCK_SERIES} operations ever seen (`operations`), the rest `_OTHER`. */
-function countStuck(counts: Map<string, number>, operations: Set<string>, span: TrackedSpan): void {
-  const kind = KIND_NAMES[span.span.kind] ?? 'internal';
+function countStuck(counts: Map<string, number[]>, operations: Set<string>, span: TrackedSpan): void {
   let operation = routeOf(span);
   if (!operations.has(operation)) {
     if (operations.size < STUCK_SERIES) operations.add(operation);
     else operation = OTHER_ADDRESSES;
   }
-  const key = `${kind}\n${operation}`;
-  counts.set(key, (counts.get(key) ?? 0) + 1);
+  let byKind = counts.get(operation);
+  if (byKind === undefined) counts.set(operation, (byKind = KIND_NAMES.map(() => 0)));
+  const kind: number = span.span.kind;
+  if (kind >= KIND_NAMES.length) return; // no such kind: not counted
+  byKind[kind] = (byKind[kind] ?? 0) + 1;
 }
