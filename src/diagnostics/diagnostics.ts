@@ -1,6 +1,8 @@
 import {
   ROOT_CONTEXT,
   SpanKind,
+  context as apiContext,
+  isSpanContextValid,
   SpanStatusCode,
   TraceFlags,
   trace,
@@ -101,6 +103,8 @@ const STUCK_AGAIN_MS = 60_000;
 const STUCK_SERIES = 50;
 /** Trees exported at most when the process is ending (SIGTERM): one flush must still fit its budget. */
 const ENDING_TREES = 32;
+/** The crash span's name at most: the error's first words, as a trace list shows them. */
+const CRASH_NAME_BYTES = 160;
 
 /** Attributes worth showing for a stuck span: what it calls, where, and for which tick. */
 const KEY_ATTRIBUTES = [
@@ -279,6 +283,40 @@ export class Diagnostics implements HealthDiagnostics {
    */
   exportEnding(why: string, now: number = Date.now()): StuckRound {
     return this.#exportStuckWork(now, why);
+  }
+
+  /**
+   * @internal The process is dying of `error` (`why`: `uncaught exception` or `unhandled rejection`):
+   * one root span says so — status ERROR, the exception (its message and stack redacted), a link to
+   * the span it was thrown in (call it in that context) — and everything in flight is exported as
+   * by {@link Diagnostics.exportEnding}, `(in flight, …, at uncaught exception)`.
+   */
+  exportCrash(error: unknown, why: string, now: number = Date.now()): StuckRound {
+    const thrownIn = trace.getSpanContext(apiContext.active());
+    this.#untracked(() => {
+      const message = this.#redactor.text(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+      const crash = this.#tracer.startSpan(cap(`${why}: ${message}`, CRASH_NAME_BYTES).text, {
+        root: true,
+        kind: SpanKind.INTERNAL,
+        startTime: now,
+        attributes: { [ATTR_IN_FLIGHT]: true },
+        links:
+          thrownIn === undefined || !isSpanContextValid(thrownIn)
+            ? []
+            : [{ context: thrownIn, attributes: { 'lifeline.link': 'thrown in' } }],
+      });
+      crash.recordException(
+        {
+          name: error instanceof Error ? error.name : typeof error,
+          message,
+          ...(error instanceof Error && error.stack !== undefined ? { stack: this.#redactor.text(error.stack) } : {}),
+        },
+        now,
+      );
+      crash.setStatus({ code: SpanStatusCode.ERROR, message: `the process ends: ${message}` });
+      crash.end(now);
+    });
+    return this.exportEnding(why, now);
   }
 
   /**

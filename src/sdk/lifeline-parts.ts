@@ -57,6 +57,7 @@ import {
   type ProbeServerOptions,
 } from '../index.js';
 import { GrpcDeadlineInstrumentation } from './grpc-deadline-instrumentation.js';
+import { watchEnding } from './process-ending.js';
 
 // Required, not imported: see the probe server (an ES import of node:http sets a global).
 const http = createRequire(import.meta.url)('node:http') as typeof import('node:http');
@@ -90,12 +91,21 @@ export interface LifelinePartsOptions {
   /** How unhealthy verdicts explain themselves: in-flight tracking, stacks, rate limit, caps, redaction. */
   diagnostics?: Omit<DiagnosticsOptions, 'inFlight' | 'tracerProvider' | 'logger'> & InFlightSpanProcessorOptions;
   /**
-   * On SIGTERM: readiness fails at once, liveness stays up, spans are flushed; then, if the app has
-   * no SIGTERM handler of its own, lifeline shuts down and exits. `false` leaves SIGTERM alone.
-   * Default true.
+   * On SIGTERM (and SIGINT): readiness fails at once, liveness stays up, what is in flight is
+   * exported and spans are flushed; then, if the app has no handler of its own for the signal,
+   * lifeline drains the app's servers, shuts down and lets the signal end the process (a second
+   * signal ends it at once). `false` leaves both signals alone. Default true.
    */
   handleSigterm?: boolean;
-  /** The most a SIGTERM flush or shutdown may take before the process exits anyway. Default 5 000 ms. */
+  /**
+   * On an uncaught exception, or an unhandled rejection, that would end the process (the app has no
+   * `uncaughtException` handler of its own): the error is printed as Node prints it, a span names
+   * it, what was in flight is exported and flushed (within `shutdownTimeoutMs`), then the process
+   * exits with code 1, as it would have. `false` leaves it to Node. Never with
+   * `--abort-on-uncaught-exception` (its core dump is worth more). Default true.
+   */
+  handleUncaught?: boolean;
+  /** The most a flush or shutdown at the process's end (a signal, a crash) may take before it exits anyway. Default 5 000 ms. */
   shutdownTimeoutMs?: number;
   /**
    * Health as OpenTelemetry metrics: per-component status, tick lag and verdicts, components by
@@ -363,7 +373,7 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         forceFlush,
         shutdown: () =>
           (stopping ??= (async () => {
-            process.off('SIGTERM', onSigterm);
+            ending.stop();
             process.off('beforeExit', onBeforeExit);
             // Spans first, probes last: liveness keeps answering 200 until the very end. Whatever
             // the exporter does, everything else is still released.
@@ -398,48 +408,24 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
             }
           })()),
       };
-      const timeoutMs = options.shutdownTimeoutMs ?? 5_000;
-      function onSigterm(): void {
-        health.drain();
-        watchdog?.publish(); // readiness fails now, not at the next heartbeat
-        // Whether the app will handle shutdown itself is known only now: it may register later than us.
-        const appHandles = process.listenerCount('SIGTERM') > 1;
-        // Ending the process is the signal's default action, so the process must still be here to
-        // take it: the loop could otherwise run dry once the servers close, and exit with 0.
-        const hold = appHandles ? undefined : setInterval(() => undefined, 1_000);
-        // The app ends itself: what is in flight now is what it was doing when it was told to stop.
-        if (appHandles) exportEnding();
-        const work = appHandles ? lifeline.forceFlush() : endGracefully();
-        void withinBudget(work, timeoutMs).then(() => {
-          if (appHandles) return;
-          clearInterval(hold);
-          process.off('SIGTERM', onSigterm);
-          process.kill(process.pid, 'SIGTERM'); // no handler left: the default action ends the process
-        });
-      }
-      /**
-       * No handler of the app's: the process is ending. Its servers stop taking requests and those
-       * in flight finish (within half the budget), so the last flush holds every answered request.
-       */
-      async function endGracefully(): Promise<void> {
-        const appServers = servers.servers().filter((server) => {
-          const address = server.address();
-          return !(typeof address === 'object' && address !== null && address.port === probe?.port);
-        });
-        await servers.drain(appServers, timeoutMs / 2);
-        // What did not finish in the drain is what the process was doing when it was killed.
-        exportEnding();
-        await lifeline.shutdown(); // flushes, then stops the SDK
-      }
-      function exportEnding(): void {
-        try {
-          diagnostics.exportEnding('SIGTERM');
-        } catch (error) {
-          // The shutdown matters more than its evidence.
-          logSwallowed(options.logger ?? defaultLogger(), 'exporting the work in flight at SIGTERM', error);
-        }
-      }
-      if (options.handleSigterm ?? true) process.on('SIGTERM', onSigterm);
+      const logger = options.logger ?? defaultLogger();
+      const ending = watchEnding({
+        health,
+        diagnostics,
+        logger,
+        timeoutMs: options.shutdownTimeoutMs ?? 5_000,
+        signals: options.handleSigterm ?? true,
+        crashes: options.handleUncaught ?? true,
+        publish: () => watchdog?.publish(),
+        appServers: () =>
+          servers.servers().filter((server) => {
+            const address = server.address();
+            return !(typeof address === 'object' && address !== null && address.port === probe?.port);
+          }),
+        drain: (appServers, deadlineMs) => servers.drain(appServers, deadlineMs),
+        forceFlush,
+        shutdown: () => lifeline.shutdown(),
+      });
       // A process that ends by itself (a batch job, a test file) would drop the spans still batched:
       // flush once when the event loop runs dry; the flush's own work ends, and the process with it.
       function onBeforeExit(): void {
@@ -584,16 +570,4 @@ function metricsFrom(option: LifelinePartsOptions['metrics']): HealthMetricsOpti
     return exporters === undefined || exporters === '' || exporters === 'none' ? undefined : {};
   }
   return option === true ? {} : option;
-}
-
-/** Waits for `work`, but never longer than `ms`; failures are swallowed (shutdown must go on). */
-function withinBudget(work: Promise<unknown>, ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    const done = (): void => {
-      clearTimeout(timer);
-      resolve();
-    };
-    work.then(done, done);
-  });
 }

@@ -113,41 +113,139 @@ describe('a zero-code service: stuck requests exported while stuck', () => {
   });
 });
 
-describe('a zero-code service killed with a request in flight', () => {
+/** Another zero-code service of the fixture's, to be ended by the test; exporting to the receiver. */
+function zeroCode(name: string, env: Record<string, string> = {}): Promise<ChildService> {
+  return startService(
+    'test/fixtures/stuck-service.mjs',
+    {
+      OTEL_SERVICE_NAME: name,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+      LIFELINE_PROBE_PORT: '0',
+      // Not stuck by the time it ends: what the end exports is everything in flight.
+      LIFELINE_STUCK_AFTER_MS: '600000',
+      LIFELINE_WATCHDOG_THRESHOLD_MS: '10000',
+      ...env,
+    },
+    ['--import', 'otel-lifeline/register'],
+  );
+}
+
+/** A request to `service` its handler never answers, in flight once this resolves; its trace ID. */
+async function inFlight(service: ChildService, path = '/never'): Promise<{ traceId: string; abort: () => Promise<void> }> {
+  const traceId = randomBytes(16).toString('hex');
+  const controller = new AbortController();
+  const answer = fetch(`${service.url}${path}`, {
+    headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
+    signal: controller.signal,
+  }).catch(() => undefined);
+  const until = Date.now() + 15_000;
+  while (!service.stdout().includes(`"started":"${path}"`) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
+  expect(service.stdout()).toContain(`"started":"${path}"`);
+  return {
+    traceId,
+    abort: async () => {
+      controller.abort();
+      await answer;
+    },
+  };
+}
+
+/** Sends a request whose handler ends the process; its trace ID. */
+function fatal(service: ChildService, path: string): string {
+  const traceId = randomBytes(16).toString('hex');
+  void fetch(`${service.url}${path}`, { headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` } }).catch(
+    () => undefined,
+  );
+  return traceId;
+}
+
+const endingSnapshot = (traceId: string) =>
+  receiver.spans.find((s) => s.traceId === traceId && s.attributes['lifeline.in_flight'] === true);
+
+describe('a zero-code service ended with a request in flight', () => {
   it('SIGTERM: the request still in flight after the drain is exported before the process exits', async () => {
-    const service = await startService(
-      'test/fixtures/stuck-service.mjs',
-      {
-        OTEL_SERVICE_NAME: 'killed-service',
-        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
-        LIFELINE_PROBE_PORT: '0',
-        // Not stuck by the time it is killed: what SIGTERM exports is everything in flight.
-        LIFELINE_STUCK_AFTER_MS: '600000',
-        LIFELINE_WATCHDOG_THRESHOLD_MS: '10000',
-      },
-      ['--import', 'otel-lifeline/register'],
-    );
-    const traceId = randomBytes(16).toString('hex');
-    const controller = new AbortController();
-    const answer = fetch(`${service.url}/never`, {
-      headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
-      signal: controller.signal,
-    }).catch(() => undefined);
+    const service = await zeroCode('killed-service');
+    const request = await inFlight(service);
     try {
-      const until = Date.now() + 15_000;
-      while (!service.stdout().includes('"started":"/never"') && Date.now() < until)
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      expect(service.stdout()).toContain('"started":"/never"');
       await service.stop(); // SIGTERM, and the process has exited
-      const snapshot = receiver.spans.find((s) => s.traceId === traceId && s.attributes['lifeline.in_flight'] === true);
+      const snapshot = endingSnapshot(request.traceId);
       expect(snapshot?.name).toMatch(/^GET .*\(in flight, \d+ s, no deadline, at SIGTERM\)$/);
       expect(snapshot?.kind).toBe(SERVER);
       expect(snapshot?.statusCode).toBe(STATUS_ERROR);
       expect(snapshot?.statusMessage).toMatch(/, at SIGTERM$/);
     } finally {
-      controller.abort();
-      await answer;
+      await request.abort();
+      await service.stop();
+    }
+  }, 30_000);
+
+  it('SIGINT (Ctrl-C, PM2): the same, and the signal ends the process', async () => {
+    const service = await zeroCode('interrupted-service');
+    const request = await inFlight(service);
+    try {
+      await service.kill('SIGINT');
+      expect(await service.exited).toEqual({ code: null, signal: 'SIGINT' });
+      expect(endingSnapshot(request.traceId)?.name).toMatch(/\(in flight, \d+ s, no deadline, at SIGINT\)$/);
+    } finally {
+      await request.abort();
+    }
+  }, 30_000);
+
+  it('an uncaught exception: printed as Node prints it, a span names it (redacted) and links to the request that threw, what was in flight is exported, exit code 1', async () => {
+    const service = await zeroCode('crashed-service');
+    const request = await inFlight(service);
+    try {
+      const thrower = fatal(service, '/crash');
+      expect(await service.exited).toEqual({ code: 1, signal: null });
+      expect(service.stderr()).toMatch(/^Error: order 42 has no customer \(password=hunter2\)\n {4}at /m);
+      expect(service.stderr()).toContain(`Node.js ${process.version}`);
+      const crash = receiver.spans.find((s) => s.name.startsWith('uncaught exception: Error: order 42 has no customer'));
+      expect(crash, JSON.stringify(receiver.spans.map((s) => s.name))).toBeDefined();
+      expect(JSON.stringify(crash)).not.toContain('hunter2');
+      expect(crash?.statusCode).toBe(STATUS_ERROR);
+      expect(crash?.parentSpanId).toBe('');
+      expect(crash?.attributes['lifeline.in_flight']).toBe(true);
+      const exception = crash?.events.find((e) => e.name === 'exception');
+      expect(exception?.attributes['exception.type']).toBe('Error');
+      expect(String(exception?.attributes['exception.stacktrace'])).toContain('stuck-service.mjs');
+      expect(crash?.links.map((l) => l.traceId)).toEqual([thrower]);
+      expect(endingSnapshot(request.traceId)?.name).toMatch(/\(in flight, \d+ s, no deadline, at uncaught exception\)$/);
+    } finally {
+      await request.abort();
+      await service.stop();
+    }
+  }, 30_000);
+
+  it('an unhandled rejection that ends the process: the same, named as one', async () => {
+    const service = await zeroCode('rejected-service');
+    const request = await inFlight(service);
+    try {
+      fatal(service, '/reject');
+      expect(await service.exited).toEqual({ code: 1, signal: null });
+      expect(service.stderr()).toMatch(/^TypeError: stock service said no\n/m);
+      expect(receiver.spans.some((s) => s.name === 'unhandled rejection: TypeError: stock service said no')).toBe(true);
+      expect(endingSnapshot(request.traceId)?.name).toMatch(/\(in flight, \d+ s, no deadline, at unhandled rejection\)$/);
+    } finally {
+      await request.abort();
+      await service.stop();
+    }
+  }, 30_000);
+
+  it('an app with an uncaughtException handler of its own: it decides, and the process lives on untouched', async () => {
+    const service = await zeroCode('forgiving-service', { CATCH_ALL: '1' });
+    try {
+      const thrower = fatal(service, '/crash');
+      const until = Date.now() + 15_000;
+      while (!service.stdout().includes('"caught"') && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(service.stdout()).toContain('"caught":"order 42 has no customer (password=hunter2)"');
+      expect(await (await fetch(`${service.url}/`)).text()).toBe('ok');
+      await service.stop(); // its last flush: whatever it exported is in by now
+      expect(await service.exited).toEqual({ code: null, signal: 'SIGTERM' });
+      expect(service.stderr()).not.toContain('order 42');
+      expect(receiver.spans.some((s) => s.traceId === thrower)).toBe(true); // the request that threw was exported
+      expect(receiver.spans.some((s) => s.links.some((l) => l.traceId === thrower))).toBe(false); // no crash span for it
+    } finally {
       await service.stop();
     }
   }, 30_000);

@@ -14,6 +14,8 @@ export interface ChildService {
   stop: () => Promise<void>;
   /** Sends `signal`, and resolves once it exited (the signal must end it). */
   kill: (signal: NodeJS.Signals) => Promise<void>;
+  /** How it exited, once it has (by itself or stopped). */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
 export async function startService(script: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Promise<ChildService> {
@@ -22,6 +24,11 @@ export async function startService(script: string, env: NodeJS.ProcessEnv, nodeA
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => {
+      resolve({ code, signal });
+    }),
+  );
   let stderr = '';
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const lines = createInterface({ input: child.stdout as NodeJS.ReadableStream });
@@ -42,5 +49,6 @@ export async function startService(script: string, env: NodeJS.ProcessEnv, nodeA
     stderr: () => stderr,
     stop: () => stopChild(child),
     kill: (signal) => stopChild(child, signal),
+    exited,
   };
 }
