@@ -37,6 +37,9 @@ import {
   isoTime,
   scopeTracer,
 } from '../semconv/index.js';
+import type { IncomingMessage } from 'node:http';
+import { requestHandlers, requestRoute } from '../http/index.js';
+import { locateFunction } from './function-location.js';
 import type { InFlightSpanProcessor, TrackedSpan } from './in-flight-span-processor.js';
 import { ProcessView } from './process-view.js';
 import { Redactor } from '../redaction/index.js';
@@ -492,6 +495,8 @@ export class Diagnostics implements HealthDiagnostics {
       const redacted = this.#redactor.attribute(key, value);
       result[key] = redacted === undefined ? value : (redacted as string);
     }
+    const route = span.request === undefined || result['http.route'] !== undefined ? undefined : requestRoute(span.request);
+    if (route !== undefined) result['http.route'] = route;
     return result;
   }
 
@@ -644,6 +649,9 @@ export class Diagnostics implements HealthDiagnostics {
       if (value === undefined || value === null) continue;
       attributes[key] = this.#redactor.attribute(key, value) ?? value;
     }
+    // A route matched since the span started (known to its framework, recorded only at its end).
+    const route = node.attributes['http.route'];
+    if (attributes['http.route'] === undefined && route !== undefined) attributes['http.route'] = route;
     const overdueMs = node.deadline !== undefined && node.deadline.remainingMs < 0 ? -node.deadline.remainingMs : undefined;
     const kind = tracked?.span.kind ?? SpanKind.INTERNAL;
     const options = {
@@ -656,6 +664,7 @@ export class Diagnostics implements HealthDiagnostics {
         [ATTR_IN_FLIGHT_AGE_MS]: node.ageMs,
         ...(overdueMs === undefined ? {} : { [ATTR_IN_FLIGHT_OVERDUE_MS]: overdueMs, [ATTR_DEADLINE_EXCEEDED]: true }),
         ...(node.origin === undefined ? {} : { 'code.stacktrace': node.stack ?? node.origin }),
+        ...(kind === SpanKind.SERVER ? handlerAttributes(tracked?.request) : {}),
       },
     };
     const name = snapshotName(node, kind, overdueMs, ending === undefined || node.deadline === undefined ? stuckMs : undefined, ending);
@@ -690,6 +699,25 @@ interface SnapshotBudget {
 }
 
 /** The first nodes of `spans` that the budget still allows (each `build` then spends one). */
+/**
+ * A request's handler as `code.*` attributes: where the app's function serving it is defined. A
+ * server span starts before its handler runs, so its creation stack cannot name it.
+ */
+function handlerAttributes(request: IncomingMessage | undefined): Attributes {
+  if (request === undefined) return {};
+  for (const handler of requestHandlers(request)) {
+    const at = locateFunction(handler);
+    if (at === undefined) continue; // the framework's own (in node_modules), or not locatable
+    return {
+      ...(at.function === undefined ? {} : { 'code.function.name': at.function }),
+      'code.file.path': at.file,
+      'code.line.number': at.line,
+      'code.column.number': at.column,
+    };
+  }
+  return {};
+}
+
 function within(spans: TrackedSpan[], budget: { nodes: number }): TrackedSpan[] {
   return spans.length <= budget.nodes ? spans : spans.slice(0, Math.max(0, budget.nodes));
 }
@@ -698,7 +726,7 @@ function within(spans: TrackedSpan[], budget: { nodes: number }): TrackedSpan[] 
 function routeOf(tracked: TrackedSpan): string {
   if (tracked.route !== undefined) return tracked.route;
   const { attributes, name, kind } = tracked.span;
-  const route = attributes['http.route'];
+  const route = attributes['http.route'] ?? (tracked.request === undefined ? undefined : requestRoute(tracked.request));
   const method = attributes['http.request.method'];
   const host = attributes['server.address'];
   tracked.route =

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import { SpanStatusCode, type Context } from '@opentelemetry/api';
 // Types only: the core entry depends on the API at run time, never on the SDK.
 import type { ReadableSpan, Span, SpanProcessor } from '@opentelemetry/sdk-trace';
@@ -46,6 +47,8 @@ export interface TrackedSpan {
   deadlineText: string | undefined;
   /** @internal What the stuck-work caps count it by, once it was stuck (its route is known by then). */
   route: string | undefined;
+  /** @internal A server span's request, for naming its handler when it is exported stuck. */
+  request: IncomingMessage | undefined;
 }
 
 /**
@@ -107,6 +110,12 @@ export class InFlightSpanProcessor implements SpanProcessor {
     return this.#tickTraces.size !== 0 && this.#tickTraces.has(traceId);
   }
 
+  /** @internal Notes the request a server span serves (from the http instrumentation's request hook). */
+  attachRequest(span: { spanContext(): { spanId: string } }, request: IncomingMessage): void {
+    const tracked = this.#spans.get(span.spanContext().spanId);
+    if (tracked !== undefined) tracked.request = request;
+  }
+
   /** @internal The in-flight spans of one trace, oldest first. */
   spansOf(traceId: string): TrackedSpan[] {
     const result: TrackedSpan[] = [];
@@ -132,6 +141,7 @@ export class InFlightSpanProcessor implements SpanProcessor {
       deadlineAt: deadlineAtStart(parentContext),
       deadlineText: undefined,
       route: undefined,
+      request: undefined,
     });
     this.#stackBytes += stack?.length ?? 0;
     // Oldest first (a Map iterates in insertion order): the newest is the likeliest to be live work.

@@ -3,3 +3,5 @@ export { installHttpDeadlines, type InstalledHttpDeadlines } from './http-deadli
 export { policyDeadlineOf } from './http-deadlines.js';
 // For lifeline's SIGTERM handling: the app's servers stop accepting before the last flush.
 export { trackHttpServers, type TrackedServers } from './servers.js';
+// For diagnostics: which of the app's functions serve a stuck request.
+export { requestHandlers, requestRoute } from './handlers.js';

@@ -280,9 +280,11 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
     httpConfig: (config = {}) => ({
       ...config,
       requestHook: (span, request) => {
-        // A policy rule gave this node:http call its deadline after its span started.
-        const deadline = request instanceof http.ClientRequest ? policyDeadlineOf(request) : undefined;
-        if (deadline !== undefined) recordDeadline(span, deadline, true);
+        if (request instanceof http.ClientRequest) {
+          // A policy rule gave this node:http call its deadline after its span started.
+          const deadline = policyDeadlineOf(request);
+          if (deadline !== undefined) recordDeadline(span, deadline, true);
+        } else inFlight.attachRequest(span, request); // names its handler, should it get stuck
         config.requestHook?.(span, request);
       },
       ignoreIncomingRequestHook: (req) =>

@@ -1,8 +1,20 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
+import { ROOT } from '../support/node.js';
 import { startService, type ChildService } from '../support/service.js';
+
+/** The 1-based line of `file` that holds `text`. */
+function lineOf(file: string, text: string): number {
+  return (
+    readFileSync(join(ROOT, file), 'utf8')
+      .split('\n')
+      .findIndex((line) => line.includes(text)) + 1
+  );
+}
 
 /**
  * Issue 28: a service that registered nothing (register mode, no lifeline code) shows its stuck
@@ -77,6 +89,9 @@ describe('a zero-code service: stuck requests exported while stuck', () => {
     expect(snapshot?.parentSpanId).toBe(''); // a root: no "invalid parent" in Jaeger
     expect(snapshot?.attributes['lifeline.in_flight.age_ms']).toBeGreaterThanOrEqual(400);
     expect(snapshot?.attributes['http.request.method']).toBe('GET');
+    // Its handler, by where it is defined: the span started before the handler ran, so its creation stack cannot say.
+    expect(snapshot?.attributes['code.file.path']).toBe(join(ROOT, 'test/fixtures/stuck-service.mjs'));
+    expect(snapshot?.attributes['code.line.number']).toBe(lineOf('test/fixtures/stuck-service.mjs', 'const server = createServer('));
   });
 
   it('a request whose caller did not sample its trace: the stuck snapshot is exported all the same (evidence survives head sampling)', async () => {
@@ -110,6 +125,69 @@ describe('a zero-code service: stuck requests exported while stuck', () => {
     expect(server?.attributes['lifeline.deadline.exceeded']).toBe(true);
     expect(server?.attributes['lifeline.deadline.overdue_ms']).toBeGreaterThanOrEqual(150);
     expect(server?.statusCode).not.toBe(STATUS_ERROR);
+  });
+});
+
+describe('a zero-code Express service: stuck requests exported while stuck', () => {
+  let express: ChildService;
+  beforeAll(async () => {
+    express = await startService(
+      'test/fixtures/stuck-express.mjs',
+      {
+        OTEL_SERVICE_NAME: 'stuck-express',
+        // As an Express service is traced: with OpenTelemetry's instrumentations for it.
+        LIFELINE_AUTO_INSTRUMENTATIONS: 'on',
+        OTEL_NODE_ENABLED_INSTRUMENTATIONS: 'http,express,router',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        OTEL_BSP_SCHEDULE_DELAY: '50',
+        LIFELINE_PROBE_PORT: '0',
+        LIFELINE_HEALTH_INTERVAL_MS: '1000',
+        LIFELINE_STUCK_AFTER_MS: '400',
+        LIFELINE_WATCHDOG_THRESHOLD_MS: '10000',
+      },
+      ['--import', 'otel-lifeline/register'],
+    );
+  }, 60_000);
+  afterAll(async () => {
+    await express.stop();
+  });
+
+  it("a route handler awaiting forever: named by its route in its own trace, its handler's name and place, the route's spans below it", async () => {
+    const traceId = randomBytes(16).toString('hex');
+    const controller = new AbortController();
+    stops.push(() => {
+      controller.abort();
+    });
+    void fetch(`${express.url}/orders/42`, {
+      headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` },
+      signal: controller.signal,
+    }).catch(() => undefined);
+    const spans = snapshotsIn(traceId)(await receiver.waitFor((all) => snapshotsIn(traceId)(all).some((s) => s.kind === SERVER)));
+    const server = spans.find((s) => s.kind === SERVER);
+    expect(server?.name).toMatch(/^GET \/orders\/:id \(in flight, \d+ s, no deadline\)$/);
+    expect(server?.parentSpanId).toBe('');
+    expect(server?.statusCode).toBe(STATUS_ERROR);
+    expect(server?.attributes['http.route']).toBe('/orders/:id');
+    expect(server?.attributes['code.function.name']).toBe('getOrder');
+    expect(server?.attributes['code.file.path']).toBe(join(ROOT, 'test/fixtures/stuck-express.mjs'));
+    expect(server?.attributes['code.line.number']).toBe(lineOf('test/fixtures/stuck-express.mjs', 'async function getOrder('));
+    // Express's own spans for the route, under the request's snapshot: the handler still in flight.
+    expect(spans.some((s) => s.name.startsWith('request handler - /orders/:id (in flight'))).toBe(true);
+  });
+
+  it('a route that overruns its deadline and then answers: its server span is marked exceeded, by how much', async () => {
+    const traceId = randomBytes(16).toString('hex');
+    const response = await fetch(`${express.url}/slow?ms=300`, {
+      headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01`, 'x-request-timeout-ms': '100' },
+    });
+    expect(await response.text()).toBe('late');
+    const ended = (all: ReceivedSpan[]) =>
+      all.filter((s) => s.traceId === traceId && s.kind === SERVER && s.attributes['lifeline.in_flight'] === undefined);
+    const [server] = ended(await receiver.waitFor((all) => ended(all).length > 0));
+    expect(server?.name).toBe('GET /slow');
+    expect(server?.attributes['lifeline.deadline.exceeded']).toBe(true);
+    expect(server?.attributes['lifeline.deadline.overdue_ms']).toBeGreaterThanOrEqual(150);
   });
 });
 
