@@ -38,7 +38,19 @@ async function example(script: string, service: string, env: NodeJS.ProcessEnv =
     (n) => n > 0,
     20_000,
   );
-  return { url: '', first: {}, stdout: () => lines.join('\n'), stderr: () => '', stop, kill: (signal) => stopChild(child, signal), lines };
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => { resolve({ code, signal }); }),
+  );
+  return {
+    url: '',
+    first: {},
+    stdout: () => lines.join('\n'),
+    stderr: () => '',
+    stop,
+    kill: (signal) => stopChild(child, signal),
+    exited,
+    lines,
+  };
 }
 
 beforeAll(async () => {
@@ -362,4 +374,30 @@ describe('lifeline read back from a real Jaeger, through a real collector', () =
       expect(span.references.map((r) => r.traceID)).toContain(appTrace);
     },
   );
+  it('SIGTERM during a stuck request of a zero-code service: its snapshot is in Jaeger, read back after the process exited', async () => {
+    const service = await example('test/fixtures/stuck-service.mjs', 'e2e-sigterm', { LIFELINE_STUCK_AFTER_MS: '600000' });
+    const { port } = JSON.parse(service.lines.find((line) => line.includes('"port"')) ?? '{}') as { port?: number };
+    const controller = new AbortController();
+    const answer = fetch(`http://127.0.0.1:${String(port)}/never`, { signal: controller.signal }).catch(() => undefined);
+    try {
+      await eventually(
+        () => Promise.resolve(service.stdout()),
+        (out) => out.includes('"started":"/never"'),
+        20_000,
+      );
+      await service.stop(); // SIGTERM, and the process has exited
+      expect(await service.exited).toEqual({ code: null, signal: 'SIGTERM' });
+      const traces = await eventually(
+        () => findTraces(stack.queryUrl, 'e2e-sigterm', { 'lifeline.in_flight': 'true' }),
+        (found) => found.some((t) => t.spans.some((s) => s.operationName.endsWith('at SIGTERM)'))),
+      );
+      const snapshot = traces.flatMap((t) => t.spans).find((s) => s.operationName.endsWith('at SIGTERM)')) as JaegerSpan;
+      expect(snapshot.operationName).toMatch(/^GET .*\(in flight, \d+ s, no deadline, at SIGTERM\)$/);
+      expect(tag(snapshot, 'otel.status_code')).toBe('ERROR');
+      expect(tag(snapshot, 'code.file.path')).toBe(join(ROOT, 'test/fixtures/stuck-service.mjs'));
+    } finally {
+      controller.abort();
+      await answer;
+    }
+  });
 });
