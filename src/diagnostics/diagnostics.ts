@@ -664,7 +664,7 @@ export class Diagnostics implements HealthDiagnostics {
         [ATTR_IN_FLIGHT_AGE_MS]: node.ageMs,
         ...(overdueMs === undefined ? {} : { [ATTR_IN_FLIGHT_OVERDUE_MS]: overdueMs, [ATTR_DEADLINE_EXCEEDED]: true }),
         ...(node.origin === undefined ? {} : { 'code.stacktrace': node.stack ?? node.origin }),
-        ...(kind === SpanKind.SERVER ? handlerAttributes(tracked?.request) : {}),
+        ...(kind === SpanKind.SERVER ? handlerAttributes(tracked?.request, ending !== undefined) : {}),
       },
     };
     const name = snapshotName(node, kind, overdueMs, ending === undefined || node.deadline === undefined ? stuckMs : undefined, ending);
@@ -700,12 +700,20 @@ interface SnapshotBudget {
 
 /** The first nodes of `spans` that the budget still allows (each `build` then spends one). */
 /**
- * A request's handler as `code.*` attributes: where the app's function serving it is defined. A
- * server span starts before its handler runs, so its creation stack cannot name it.
+ * A request's handler as `code.*` attributes: a server span starts before its handler runs, so its
+ * creation stack cannot name it. While the process runs, the route handler's name a framework
+ * matched (Express's `req.route`), which costs nothing. When it is ending (`locate`), also where
+ * the app's function serving it is defined, from V8: the first lookup lists the loaded scripts,
+ * a pause of up to a few hundred ms that a running service must not take, but an ending one can.
  */
-function handlerAttributes(request: IncomingMessage | undefined): Attributes {
+function handlerAttributes(request: IncomingMessage | undefined, locate: boolean): Attributes {
   if (request === undefined) return {};
-  for (const handler of requestHandlers(request)) {
+  const handlers = requestHandlers(request);
+  if (!locate) {
+    const name = requestRoute(request) === undefined ? undefined : handlers[0]?.name;
+    return name === undefined || name === '' ? {} : { 'code.function.name': name };
+  }
+  for (const handler of handlers) {
     const at = locateFunction(handler);
     if (at === undefined) continue; // the framework's own (in node_modules), or not locatable
     return {

@@ -39,7 +39,9 @@ async function example(script: string, service: string, env: NodeJS.ProcessEnv =
     20_000,
   );
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => { resolve({ code, signal }); }),
+    child.once('exit', (code, signal) => {
+      resolve({ code, signal });
+    }),
   );
   return {
     url: '',
