@@ -6,6 +6,8 @@ import { logSwallowed } from '../log/index.js';
 /** The signals lifeline ends the process on (when the app has no handler of its own): the kubelet's and PM2's, and Ctrl-C's. */
 const SIGNALS = ['SIGTERM', 'SIGINT'] as const;
 type EndingSignal = (typeof SIGNALS)[number];
+/** A repeat of a signal within this is the same one forwarded twice (npm, a process group), not a person insisting. */
+const INSIST_AFTER_MS = 1_000;
 
 /** What watching the process's end needs from the rest of lifeline. */
 export interface EndingParts {
@@ -37,6 +39,7 @@ export interface EndingParts {
 export function watchEnding(parts: EndingParts): { stop(): void } {
   const { health, diagnostics, logger, timeoutMs } = parts;
   let ending: 'signal' | 'crash' | undefined;
+  let signalledAt = 0;
   const evidence = (why: string): void => {
     try {
       diagnostics.exportEnding(why);
@@ -49,12 +52,15 @@ export function watchEnding(parts: EndingParts): { stop(): void } {
   const onSignal = (signal: EndingSignal): void => {
     // Whether the app will end the process itself is known only now: it may register later than us.
     const appHandles = process.listenerCount(signal) > 1;
+    if (ending === 'crash') return; // the crash's evidence is being flushed, and it exits with 1
     if (ending !== undefined) {
-      // Told again (a second Ctrl-C): the process goes now, unless the app decides.
-      if (!appHandles) raise(signal);
+      // Told again by a person (a second Ctrl-C), not the same signal forwarded twice (npm, a
+      // process group): the process goes now, unless the app decides.
+      if (!appHandles && Date.now() - signalledAt >= INSIST_AFTER_MS) raise(signal);
       return;
     }
     ending = 'signal';
+    signalledAt = Date.now();
     health.drain();
     parts.publish(); // readiness fails now, not at the next heartbeat
     if (appHandles) {
@@ -98,8 +104,12 @@ export function watchEnding(parts: EndingParts): { stop(): void } {
   };
 
   const onUncaught = (error: unknown, origin: NodeJS.UncaughtExceptionOrigin): void => {
-    // The app's own handler decides whether the process lives; lifeline ends only one that would have died.
-    if (process.listenerCount('uncaughtException') > 1) return;
+    // The app's own handler decides whether the process lives; lifeline ends only one that would
+    // have died. Sentry's exits only when alone (it marks itself `_errorHandler`): beside it, lifeline ends it.
+    const others = process
+      .listeners('uncaughtException')
+      .filter((listener) => listener !== onUncaught && (listener as { _errorHandler?: unknown })._errorHandler !== true);
+    if (others.length > 0) return;
     process.stderr.write(fatalText(error));
     // What Node would do, but later: exit 1, whatever else happens meanwhile.
     process.exitCode = 1;
