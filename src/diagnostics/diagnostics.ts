@@ -698,7 +698,6 @@ interface SnapshotBudget {
   readonly endTime: number;
 }
 
-/** The first nodes of `spans` that the budget still allows (each `build` then spends one). */
 /**
  * A request's handler as `code.*` attributes: a server span starts before its handler runs, so its
  * creation stack cannot name it. While the process runs, the route handler's name a framework
@@ -726,6 +725,7 @@ function handlerAttributes(request: IncomingMessage | undefined, locate: boolean
   return {};
 }
 
+/** The first nodes of `spans` that the budget still allows (each `build` then spends one). */
 function within(spans: TrackedSpan[], budget: { nodes: number }): TrackedSpan[] {
   return spans.length <= budget.nodes ? spans : spans.slice(0, Math.max(0, budget.nodes));
 }

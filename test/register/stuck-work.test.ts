@@ -130,22 +130,17 @@ describe('a zero-code service: stuck requests exported while stuck', () => {
 describe('a zero-code Express service: stuck requests exported while stuck', () => {
   let express: ChildService;
   beforeAll(async () => {
-    express = await startService(
-      'test/fixtures/stuck-express.mjs',
+    express = await zeroCode(
+      'stuck-express',
       {
-        OTEL_SERVICE_NAME: 'stuck-express',
+        OTEL_BSP_SCHEDULE_DELAY: '50',
+        LIFELINE_HEALTH_INTERVAL_MS: '1000',
+        LIFELINE_STUCK_AFTER_MS: '400',
         // As an Express service is traced: with OpenTelemetry's instrumentations for it.
         LIFELINE_AUTO_INSTRUMENTATIONS: 'on',
         OTEL_NODE_ENABLED_INSTRUMENTATIONS: 'http,express,router',
-        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
-        OTEL_BSP_SCHEDULE_DELAY: '50',
-        LIFELINE_PROBE_PORT: '0',
-        LIFELINE_HEALTH_INTERVAL_MS: '1000',
-        LIFELINE_STUCK_AFTER_MS: '400',
-        LIFELINE_WATCHDOG_THRESHOLD_MS: '10000',
       },
-      ['--import', 'otel-lifeline/register'],
+      'test/fixtures/stuck-express.mjs',
     );
   }, 60_000);
   afterAll(async () => {
@@ -189,9 +184,9 @@ describe('a zero-code Express service: stuck requests exported while stuck', () 
 });
 
 /** Another zero-code service of the fixture's, to be ended by the test; exporting to the receiver. */
-function zeroCode(name: string, env: Record<string, string> = {}): Promise<ChildService> {
+function zeroCode(name: string, env: Record<string, string> = {}, script = 'test/fixtures/stuck-service.mjs'): Promise<ChildService> {
   return startService(
-    'test/fixtures/stuck-service.mjs',
+    script,
     {
       OTEL_SERVICE_NAME: name,
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
