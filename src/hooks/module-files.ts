@@ -88,6 +88,13 @@ const WRAPPED = Symbol.for('lifeline.wrapped');
  * while nobody has wrapped it again since: their wrapper keeps calling ours, which then passes
  * straight through). `kind` names the wrapper: a method already wrapped by one of that kind is left
  * as it is, and `undefined` is returned.
+ *
+ * A method wrapped by shimmer (OpenTelemetry's instrumentations) gets a wrapper that keeps
+ * shimmer's marks: some instrumentations patch one method twice and count on the marks to replace
+ * their first wrapper instead of wrapping it again (`pg`: `lib/client.js`, then the package's
+ * `Client`, the same prototype). Between the two, ours would have hidden theirs, and every query
+ * recorded two client spans. With the marks, their unwrap takes their wrapper out from under ours
+ * and their wrap goes around ours: one of each.
  */
 export function wrapMethod<F extends (...args: never[]) => unknown>(
   target: object,
@@ -99,16 +106,49 @@ export function wrapMethod<F extends (...args: never[]) => unknown>(
   const original = holder[name];
   if (typeof original !== 'function') return undefined;
   if ((original as { [WRAPPED]?: string })[WRAPPED] === kind) return undefined;
-  const wrapper = wrap(original as F);
-  Object.defineProperty(wrapper, WRAPPED, { value: kind });
-  Object.defineProperty(wrapper, 'name', { value: original.name });
-  holder[name] = wrapper;
+  /** What the undo puts back, and our wrapper around it (both change when a shimmer wrapper under ours is taken out). */
+  let inner = original as F;
+  const around = (fn: F): F => {
+    const wrapper = wrap(fn);
+    Object.defineProperty(wrapper, WRAPPED, { value: kind });
+    Object.defineProperty(wrapper, 'name', { value: fn.name });
+    const shimmed = fn as Partial<Shimmed<F>>;
+    if (isShimmed(shimmed)) {
+      mark(wrapper, '__original', fn);
+      mark(wrapper, '__wrapped', true);
+      mark(wrapper, '__unwrap', () => {
+        if (holder[name] !== wrapper) return;
+        inner = shimmed.__original;
+        current = around(inner);
+        holder[name] = current;
+      });
+    }
+    return wrapper;
+  };
+  let current = around(inner);
+  holder[name] = current;
   let active = true;
   return () => {
     if (!active) return;
     active = false;
-    if (holder[name] === wrapper) holder[name] = original;
+    if (holder[name] === current) holder[name] = inner;
   };
+}
+
+/** The marks shimmer puts on a wrapper (OpenTelemetry's `isWrapped` reads them). */
+interface Shimmed<F> {
+  __original: F;
+  __unwrap: () => void;
+  __wrapped: true;
+}
+
+function isShimmed<F>(fn: Partial<Shimmed<F>>): fn is Shimmed<F> {
+  return fn.__wrapped === true && typeof fn.__original === 'function' && typeof fn.__unwrap === 'function';
+}
+
+/** As shimmer defines its marks: configurable and writable, so that a later wrap may set them again. */
+function mark(wrapper: object, key: keyof Shimmed<unknown>, value: unknown): void {
+  Object.defineProperty(wrapper, key, { configurable: true, enumerable: false, writable: true, value });
 }
 
 /**

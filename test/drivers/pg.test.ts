@@ -192,6 +192,31 @@ describe('pg: ended at the deadline, on the server too', () => {
     }
   });
 
+  it("one query records one client span under OpenTelemetry's pg instrumentation, pg loaded after both", async () => {
+    // The instrumentation patches pg/lib/client.js, then the package's Client (the same prototype),
+    // and replaces its first wrapper by its marks: lifeline's wrapper between the two once hid it,
+    // and every query recorded two spans.
+    const client = new pg.Client(config());
+    await client.connect();
+    try {
+      const marker = `once_${String(Date.now())}`;
+      await withTimeout(5_000, () => client.query(`SELECT 1 AS ${marker}`));
+      await client.query(`WITH s AS (SELECT 1) SELECT * FROM s AS ${marker}_rule`); // a rule's deadline
+      const spans = (text: string) =>
+        exporter
+          .getFinishedSpans()
+          .filter((s) =>
+            [s.attributes['db.query.text'], s.attributes['db.statement']].some((t) => typeof t === 'string' && t.endsWith(text)),
+          );
+      const scoped = spans(`AS ${marker}`);
+      expect(scoped).toHaveLength(1);
+      expect(scoped[0]?.attributes).toMatchObject({ 'lifeline.deadline.source': 'scope' });
+      expect(spans(`AS ${marker}_rule`)).toHaveLength(1);
+    } finally {
+      await client.end();
+    }
+  });
+
   it('the client span is marked: deadline attributes, error.type timeout, exceeded', async () => {
     const client = new pg.Client(config());
     await client.connect();
