@@ -23,6 +23,8 @@ export interface Deadline {
 }
 
 const DEADLINE_KEY = createContextKey('lifeline.deadline');
+/** Scopes whose last waiting call settled this turn of the event loop (see {@link DeadlineScope.unwatch}). */
+const idleScopes: DeadlineScope[] = [];
 /** The last instant a `Date` can hold: deadlines beyond it cannot be formatted or compared sanely. */
 export const MAX_DEADLINE_MS = 8.64e15;
 
@@ -41,6 +43,8 @@ export class DeadlineScope implements Deadline {
   #released = false;
   /** Calls waiting for this deadline (see {@link DeadlineScope.watch}); the timer runs while there are any, or a signal. */
   #watchers: Watcher<unknown> | undefined;
+  /** Waiting in {@link idleScopes} for its timer to be stopped, unless a call waits on it again first. */
+  #idle = false;
 
   /** @param at - epoch ms; `monotonicAt` - its monotonic reading when the caller took both clocks itself. */
   constructor(at: number, source: DeadlineSource, monotonicAt: number = monotonicOf(at)) {
@@ -103,13 +107,35 @@ export class DeadlineScope implements Deadline {
     this.#timer = undefined;
   }
 
-  /** @internal For {@link Watcher} only: `watcher` was cancelled; out of the list, and the timer stops when nothing waits any more. */
+  /**
+   * @internal For {@link Watcher} only: `watcher` was cancelled; out of the list, and the timer
+   * stops once nothing has waited since, at the end of this turn of the event loop: the calls of
+   * one request or tick come one after another (a query answered, the next one sent from its
+   * continuation), and each would otherwise start and stop a timer of its own.
+   */
   static unwatch(scope: DeadlineScope, watcher: Watcher<unknown>): void {
     const { previous, next } = watcher;
     if (previous === undefined) scope.#watchers = next;
     else previous.next = next;
     if (next !== undefined) next.previous = previous;
-    if (scope.#watchers === undefined && (scope.#controller === undefined || scope.#released)) scope.#disarm();
+    if (
+      scope.#watchers === undefined &&
+      scope.#timer !== undefined &&
+      !scope.#idle &&
+      (scope.#controller === undefined || scope.#released)
+    ) {
+      scope.#idle = true;
+      idleScopes.push(scope);
+      if (idleScopes.length === 1) setImmediate(DeadlineScope.#sweep).unref();
+    }
+  }
+
+  /** Stops the timers of the scopes nothing has waited on since they became idle (see {@link DeadlineScope.unwatch}). */
+  static #sweep(): void {
+    for (const scope of idleScopes.splice(0)) {
+      scope.#idle = false;
+      if (scope.#watchers === undefined && (scope.#controller === undefined || scope.#released)) scope.#disarm();
+    }
   }
 
   static #expire(scope: DeadlineScope): void {

@@ -30,7 +30,7 @@ describe('calls sharing a deadline', () => {
     expect(pendingTimers()).toBe(0);
   });
 
-  it('the timer stops once every call has ended first, and starts again for a later call', () => {
+  it('the timer stops once every call has ended first (at the end of that turn of the loop), and starts again for a later call', () => {
     vi.useFakeTimers();
     const scope = DeadlineScope.after(500, 'scope');
     const watches = [0, 1, 2].map((i) => scope.watch(() => expect.unreachable(`call ${String(i)} ended first`), i));
@@ -39,6 +39,12 @@ describe('calls sharing a deadline', () => {
     expect(pendingTimers()).toBe(1);
     watches[2]?.cancel();
     watches[2]?.cancel(); // idempotent
+    // The next call of the same request, sent in the same turn (a query's continuation), keeps the timer.
+    expect(pendingTimers()).toBe(2); // the deadline's timer, and the end of the turn
+    scope.watch(() => expect.unreachable('the next call ended first'), undefined).cancel();
+    scope.watch(() => expect.unreachable('the next call ended first'), undefined).cancel();
+    expect(pendingTimers()).toBe(2);
+    vi.advanceTimersByTime(0);
     expect(pendingTimers()).toBe(0);
     const told: string[] = [];
     scope.watch((name: string) => told.push(name), 'late');
