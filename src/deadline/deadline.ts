@@ -1,6 +1,7 @@
 import { context, createContextKey, type Context } from '@opentelemetry/api';
 import { invalidOption } from '../errors/index.js';
 import { defaultLogger, logSwallowed } from '../log/index.js';
+import { isoTime } from '../semconv/index.js';
 import { monotonicNow, monotonicOf } from './clock.js';
 import { ensureContextManager } from './context-manager.js';
 import { DeadlineExceededError, type DeadlineSource } from './deadline-exceeded-error.js';
@@ -45,6 +46,7 @@ export class DeadlineScope implements Deadline {
   #watchers: Watcher<unknown> | undefined;
   /** Waiting in {@link idleScopes} for its timer to be stopped, unless a call waits on it again first. */
   #idle = false;
+  #atText: string | undefined;
 
   /** @param at - epoch ms; `monotonicAt` - its monotonic reading when the caller took both clocks itself. */
   constructor(at: number, source: DeadlineSource, monotonicAt: number = monotonicOf(at)) {
@@ -60,6 +62,11 @@ export class DeadlineScope implements Deadline {
 
   remainingMs(): number {
     return Math.max(0, Math.ceil(this.monotonicAt - monotonicNow()));
+  }
+
+  /** @internal `at` as ISO-8601, formatted once: every span under this deadline records the same text. */
+  get atText(): string {
+    return (this.#atText ??= isoTime(this.at));
   }
 
   /** True once the deadline has passed. */

@@ -356,19 +356,19 @@ export class Diagnostics implements HealthDiagnostics {
     const counts = new Map<string, number[]>();
     // One pass, oldest first: a parent started (and was tracked) before its children, so whether it
     // is stuck is known when a child comes.
-    /** Spans in a stuck subtree: stuck ones, and everything below one (stuck or not). */
-    const covered = new Set<string>();
+    // Spans in a stuck subtree (stuck ones, and everything below one) carry this round's number.
+    const round = ++stuckRounds;
     for (const span of all) {
       // A component's work: its verdict explains it (linked both ways), within a few intervals.
       if (ending === undefined && tracker.isTickWork(span.traceId)) continue;
-      const underStuck = span.parentSpanId !== undefined && covered.has(span.parentSpanId);
+      const underStuck = span.parent?.stuckRound === round;
       const stuckMs = underStuck ? undefined : ending === undefined ? this.#stuckFor(span, now) : now - span.startMs;
-      if (underStuck) covered.add(span.spanId); // shown in its stuck ancestor's tree
+      if (underStuck) span.stuckRound = round; // shown in its stuck ancestor's tree
       if (stuckMs === undefined) continue;
-      covered.add(span.spanId);
+      span.stuckRound = round;
       stuckTops++;
       if (ending === undefined) countStuck(counts, this.#stuckOperations, span);
-      const known = this.#snapshots.get(span.spanId);
+      const known = span.remembered;
       // Once, and once more a minute after the first; everything at the end, exported before or not.
       const due =
         ending !== undefined || known === undefined || (known.again !== true && known.at !== undefined && now - known.at >= STUCK_AGAIN_MS);
@@ -403,9 +403,11 @@ export class Diagnostics implements HealthDiagnostics {
 
   /** Ms `span` has been stuck by `now`: past its deadline, or (a request or call with none) in flight over `stuckAfterMs`. */
   #stuckFor(span: TrackedSpan, now: number): number | undefined {
-    const at = deadlineOfSpan(span);
-    if (at !== undefined) return at < now ? now - at : undefined;
     const kind = span.span.kind;
+    // Only a client call gets a deadline after it started (a rule's, recorded on its span): the others
+    // keep the one they started under, and a round need not read their attributes.
+    const at = kind === SpanKind.CLIENT ? deadlineOfSpan(span) : span.deadlineAt;
+    if (at !== undefined) return at < now ? now - at : undefined;
     if (kind !== SpanKind.SERVER && kind !== SpanKind.CLIENT) return undefined;
     const age = now - span.startMs;
     return age >= this.#stuckAfterMs ? age : undefined;
@@ -451,6 +453,9 @@ export class Diagnostics implements HealthDiagnostics {
   }
 
   #remember(spanId: string, entry: Remembered): void {
+    // On the span too, while in flight: a storm's later rounds read it there, not from the map.
+    const tracked = this.#inFlight?.get(spanId);
+    if (tracked !== undefined) tracked.remembered = entry;
     this.#snapshots.delete(spanId);
     this.#snapshots.set(spanId, entry);
     if (this.#snapshots.size > REMEMBERED_SNAPSHOTS) this.#snapshots.delete(this.#snapshots.keys().next().value as string);
@@ -740,12 +745,35 @@ function routeOf(tracked: TrackedSpan): string {
   tracked.route =
     typeof route === 'string'
       ? typeof method === 'string'
-        ? `${method} ${route}`
+        ? routeName(method, route)
         : route
       : kind === SpanKind.CLIENT && typeof host === 'string'
-        ? `${name} ${host}` // a client's GET is told apart by where it goes
+        ? routeName(name, host) // a client's GET is told apart by where it goes
         : name;
   return tracked.route;
+}
+
+/** `${first} ${second}` strings made before, by their parts (a storm's 10,000 spans share a few routes). */
+const routeNames = new Map<string, Map<string, string>>();
+
+/**
+ * `${first} ${second}`, the same string for the same parts: a storm's first round counts 10,000
+ * spans by route, and a string made per span is also hashed per span, by each map it meets.
+ * Bounded (32 × 512); beyond it a string is made each time.
+ */
+function routeName(first: string, second: string): string {
+  let bySecond = routeNames.get(first);
+  if (bySecond === undefined) {
+    if (routeNames.size >= 32) return `${first} ${second}`;
+    bySecond = new Map();
+    routeNames.set(first, bySecond);
+  }
+  let name = bySecond.get(second);
+  if (name === undefined) {
+    name = `${first} ${second}`;
+    if (bySecond.size < 512) bySecond.set(second, name);
+  }
+  return name;
 }
 
 /** In-flight spans by parent span ID, built once per round. */
@@ -777,22 +805,23 @@ function descendants(spanId: string, children: ReadonlyMap<string, readonly Trac
  * The deadline `tracked` is bound by (epoch ms), or `undefined`: the one its span records
  * (`lifeline.deadline.at`, set at its start from the context, or later by a policy rule, which only
  * tightens it), not the headers bound, which bounds a response head, not the work. Read without
- * parsing a date per round: the context's deadline, taken at the span's start, is checked once
- * against the recorded text, and a text seen before is not parsed again.
+ * parsing a date per round: the tracker kept the context's deadline and the very text recorded for
+ * it at the span's start, and a text seen before is not parsed again.
  */
 function deadlineOfSpan(tracked: TrackedSpan): number | undefined {
   const { attributes } = tracked.span;
   const recorded = attributes[ATTR_DEADLINE_AT];
   if (typeof recorded !== 'string') return undefined;
   if (recorded === tracked.deadlineText) return tracked.deadlineAt;
-  const fromStart = tracked.deadlineText === undefined ? tracked.deadlineAt : undefined;
-  const parsed = fromStart !== undefined && isoTime(fromStart) === recorded ? fromStart : Date.parse(recorded);
+  const parsed = Date.parse(recorded);
   tracked.deadlineText = recorded;
   tracked.deadlineAt = attributes[ATTR_DEADLINE_SOURCE] === 'headers' || Number.isNaN(parsed) ? undefined : parsed;
   return tracked.deadlineAt;
 }
 
 const KIND_NAMES = ['internal', 'server', 'client', 'producer', 'consumer'];
+/** Stuck-work rounds so far, of every `Diagnostics` (one tracker may serve several): a round marks the spans it found stuck with its number. */
+let stuckRounds = 0;
 
 /** Counts `span` in `counts` by kind and operation: the first {@link STUCK_SERIES} operations ever seen (`operations`), the rest `_OTHER`. */
 function countStuck(counts: Map<string, number[]>, operations: Set<string>, span: TrackedSpan): void {

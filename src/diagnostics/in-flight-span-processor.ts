@@ -49,6 +49,12 @@ export interface TrackedSpan {
   route: string | undefined;
   /** @internal A server span's request, for naming its handler when it is exported stuck. */
   request: IncomingMessage | undefined;
+  /** @internal Its parent, when that was in flight (tracked) as it started: a round tells a stuck ancestor without a lookup. */
+  readonly parent: TrackedSpan | undefined;
+  /** @internal The last stuck-work round that found it stuck or below a stuck span. */
+  stuckRound: number;
+  /** @internal Its snapshot, once exported (by a verdict or as stuck work), and when. */
+  remembered: { readonly again?: boolean; readonly at?: number } | undefined;
 }
 
 /**
@@ -130,18 +136,25 @@ export class InFlightSpanProcessor implements SpanProcessor {
     if (isTick) this.#tickTraces.set(traceId, (this.#tickTraces.get(traceId) ?? 0) + 1);
     const wantStack = this.#captureStacks === 'all' || (this.#captureStacks === 'ticks' && this.#tickTraces.has(traceId));
     const stack = wantStack ? captureStack() : undefined;
+    const parentSpanId = span.parentSpanContext?.spanId;
+    // The deadline the span starts under, as DeadlineSpanProcessor records it (a headers bound is none).
+    const deadline = deadlineOf(parentContext);
+    const bound = deadline === undefined || deadline.source === 'headers' ? undefined : deadline;
     this.#spans.set(spanId, {
       span,
       traceId,
       spanId,
-      parentSpanId: span.parentSpanContext?.spanId,
+      parentSpanId,
       startMs: span.startTime[0] * 1_000 + span.startTime[1] / 1e6,
       stack,
-      // The deadline the span starts under, as DeadlineSpanProcessor records it (a headers bound is none).
-      deadlineAt: deadlineAtStart(parentContext),
-      deadlineText: undefined,
+      deadlineAt: bound?.at,
+      // The very text DeadlineSpanProcessor records (formatted once per deadline): a round compares it, never parses it.
+      deadlineText: bound?.atText,
       route: undefined,
       request: undefined,
+      parent: parentSpanId === undefined ? undefined : this.#spans.get(parentSpanId),
+      stuckRound: 0,
+      remembered: undefined,
     });
     this.#stackBytes += stack?.length ?? 0;
     // Oldest first (a Map iterates in insertion order): the newest is the likeliest to be live work.
@@ -216,9 +229,4 @@ export class InFlightSpanProcessor implements SpanProcessor {
     if (left > 0) this.#tickTraces.set(tracked.traceId, left);
     else this.#tickTraces.delete(tracked.traceId);
   }
-}
-
-function deadlineAtStart(parentContext: Context): number | undefined {
-  const deadline = deadlineOf(parentContext);
-  return deadline === undefined || deadline.source === 'headers' ? undefined : deadline.at;
 }

@@ -76,11 +76,11 @@ export class DeadlineSpanProcessor implements SpanProcessor {
  */
 export function recordDeadline(
   span: ApiSpan,
-  deadline: { readonly at: number; readonly monotonicAt: number; readonly source: DeadlineSource },
+  deadline: { readonly at: number; readonly monotonicAt: number; readonly source: DeadlineSource; readonly atText?: string },
   forClient = false,
 ): void {
   // One call each rather than an object for setAttributes: this runs for every span under a deadline.
-  span.setAttribute(ATTR_DEADLINE_AT, isoTime(deadline.at));
+  span.setAttribute(ATTR_DEADLINE_AT, deadline.atText ?? isoTime(deadline.at));
   span.setAttribute(ATTR_DEADLINE_BUDGET_MS, Math.max(0, Math.round(deadline.monotonicAt - monotonicNow()))); // time left, on the clock that measures it
   span.setAttribute(ATTR_DEADLINE_SOURCE, deadline.source);
   if (forClient) span.setAttribute(ATTR_DEADLINE_MISSING, deadline.source === 'headers');
