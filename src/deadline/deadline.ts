@@ -47,6 +47,11 @@ export class DeadlineScope implements Deadline {
   /** Waiting in {@link idleScopes} for its timer to be stopped, unless a call waits on it again first. */
   #idle = false;
   #atText: string | undefined;
+  /**
+   * @internal What a call under this deadline is bound by, as the policy's `callDeadline` describes it:
+   * the same for every call under it, so made once (calls are the hot path).
+   */
+  asCall: object | undefined;
 
   /** @param at - epoch ms; `monotonicAt` - its monotonic reading when the caller took both clocks itself. */
   constructor(at: number, source: DeadlineSource, monotonicAt: number = monotonicOf(at)) {

@@ -10,5 +10,8 @@ export function operationOf(text: unknown): string | undefined {
  * get no deadline.
  */
 export function endsTransaction(text: unknown): boolean {
-  return typeof text === 'string' && /^\s*(?:ROLLBACK|ABORT)\b/i.test(text);
+  if (typeof text !== 'string') return false;
+  // Most statements are told apart by their first character, without the expression (every query asks).
+  const first = text.charCodeAt(0) | 0x20; // a letter in lower case; white space stays below 0x40
+  return (first === 0x72 /* r */ || first === 0x61 /* a */ || first < 0x40) && /^\s*(?:ROLLBACK|ABORT)\b/i.test(text);
 }

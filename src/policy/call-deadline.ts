@@ -76,14 +76,14 @@ export function callDeadline(
       return { at: Date.now() + budget, monotonicAt, source: 'policy', fromPolicy: true, untilHeaders: false };
   }
   if (context !== undefined)
-    return {
+    return (context.asCall ??= {
       at: context.at,
       monotonicAt: context.monotonicAt,
       source: context.source,
       fromPolicy: false,
       untilHeaders: false,
       scope: context,
-    };
+    } satisfies CallDeadline) as CallDeadline;
   if (policy.defaultTimeoutMs !== undefined)
     return {
       at: Date.now() + policy.defaultTimeoutMs,

@@ -499,14 +499,16 @@ function boundPoolConnect(original: PoolConnect): PoolConnect {
       rules.hasRules ? () => pgAttributes(this.options.host, this.options.port, this.options.database) : noAttributes,
       active,
     );
-    if (deadline === undefined) {
-      // With no deadline: pg-pool hands a queued waiter the next freed client in the context of
-      // whoever freed it, often a caller whose deadline has passed (a cut query's); it must get its
-      // own. (Its pending item is left as it is: pg-pool's connectionTimeoutMillis finds it by its callback.)
+    const pending = this._pendingQueue;
+    const waiting = pending?.length ?? 0;
+    // An idle client serves this waiter on pg-pool's next pulse: the wait needs no bound (the query will have one).
+    const servedAtOnce = (this._idle?.length ?? 0) > waiting;
+    if (deadline === undefined || (servedAtOnce && !deadline.fromPolicy && typeof args[0] === 'function')) {
+      // pg-pool hands a queued waiter the next freed client in the context of whoever freed it,
+      // often a caller whose deadline has passed (a cut query's); it must get its own. (Its pending
+      // item is left as it is: pg-pool's connectionTimeoutMillis finds it by its callback.)
       const given = args[0];
       if (typeof given === 'function') args[0] = inContext(active, given as PoolCallback);
-      const pending = this._pendingQueue;
-      const waiting = pending?.length ?? 0;
       const result = Reflect.apply(original, this, args);
       // Queued: a client pg-pool makes for it later is made in its context too (boundNewClient).
       if (pending !== undefined && pending.length > waiting) (pending[pending.length - 1] as PendingItem)[CALLER] = active;
@@ -525,10 +527,7 @@ function boundPoolConnect(original: PoolConnect): PoolConnect {
       };
     }
     const wait = new PoolWait(this, deadline, settle, active);
-    const pending = this._pendingQueue;
-    const waiting = pending?.length ?? 0;
-    // An idle client serves this waiter on the next turn (pg-pool's pulse): nothing to bound.
-    if ((this._idle?.length ?? 0) <= waiting) wait.arm();
+    if (!servedAtOnce) wait.arm();
     const outer = connecting;
     connecting = true;
     try {
