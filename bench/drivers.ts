@@ -122,6 +122,14 @@ const variants = [
     ),
   },
   {
+    name: "the request's deadline in the context, driver deadlines not installed (its span attributes alone)",
+    setup: withoutLifeline,
+    request: request(
+      (calls) => withTimeout(REQUEST_DEADLINE_MS, calls),
+      (call) => call(),
+    ),
+  },
+  {
     name: 'with lifeline, each call under a deadline of its own',
     setup: withLifeline,
     request: request(
