@@ -5,8 +5,9 @@
  *    under a request span (so the instrumentation records a client span per call), 16 requests in
  *    flight. Variants: the instrumented driver without lifeline; with lifeline's driver deadlines and
  *    each request's calls under the request's deadline (as an inbound or tick deadline bounds them):
- *    the target; and with every call under a deadline of its own (`withTimeout` per call), for
- *    what a scope per call adds. Rounds alternate ABC CBA; ratios are taken within a round.
+ *    the target; the request's deadline in the context without driver deadlines (what the
+ *    deadline's span attributes cost alone); and with every call under a deadline of its own
+ *    (`withTimeout` per call), for what a scope per call adds. Rounds alternate ABCD DCBA; ratios are taken within a round.
  * 2. Abort lateness (rejection − deadline) of calls the server never answers in time: pg
  *    `pg_sleep(5)` and Redis `BLPOP … 0`, 10 in flight, deadlines spread over 20–50 ms.
  * The servers run on a CPU of their own (`pinApart`). Run: npm run bench:drivers (PostgreSQL and
@@ -141,7 +142,7 @@ const variants = [
 const [baseline, underRequest] = variants as [(typeof variants)[0], (typeof variants)[0]];
 
 console.log(
-  `## 1. Throughput: requests of ${String(PER_REQUEST)} calls in sequence, 16 requests in flight, ${String(ROUNDS)} rounds × ${CALLS.toLocaleString('en-US')} calls per variant (ABC CBA within a round), OTel instrumentation on\n`,
+  `## 1. Throughput: requests of ${String(PER_REQUEST)} calls in sequence, 16 requests in flight, ${String(ROUNDS)} rounds × ${CALLS.toLocaleString('en-US')} calls per variant (ABCD DCBA within a round), OTel instrumentation on\n`,
 );
 const rows: string[][] = [];
 for (const driver of drivers) {
