@@ -12,6 +12,7 @@ export function operationOf(text: unknown): string | undefined {
 export function endsTransaction(text: unknown): boolean {
   if (typeof text !== 'string') return false;
   // Most statements are told apart by their first character, without the expression (every query asks).
-  const first = text.charCodeAt(0) | 0x20; // a letter in lower case; white space stays below 0x40
-  return (first === 0x72 /* r */ || first === 0x61 /* a */ || first < 0x40) && /^\s*(?:ROLLBACK|ABORT)\b/i.test(text);
+  // A letter in lower case; ASCII white space stays below 0x40, and the expression decides for the rest (a BOM, U+00A0).
+  const first = text.charCodeAt(0) | 0x20;
+  return (first === 0x72 /* r */ || first === 0x61 /* a */ || first < 0x40 || first > 0x7f) && /^\s*(?:ROLLBACK|ABORT)\b/i.test(text);
 }
