@@ -6,6 +6,13 @@ import { inboundPeerOf, InboundDeadlines, recordingInboundPeers, type InboundDea
 export const DEADLINE_HEADER = 'x-request-timeout-ms';
 
 /**
+ * Budgets other parts of a mesh send, in whole milliseconds, obeyed as {@link DEADLINE_HEADER} is:
+ * Envoy's (Istio's sidecar, a front proxy) timeout for the request it forwards, and Connect RPC's
+ * per-call timeout. The smallest budget a request carries wins.
+ */
+const MESH_HEADERS = ['x-envoy-expected-rq-timeout-ms', 'connect-timeout-ms'] as const;
+
+/**
  * Options of {@link DeadlinePropagator}: which callers' budgets a server obeys (`trustInbound`,
  * `'private'` by default) and the bounds put on them (`minInboundMs`, `maxInboundMs`).
  */
@@ -29,12 +36,26 @@ function parseBudget(text: string): number | undefined {
   return significant.length > MAX_EXACT_DIGITS ? Number.POSITIVE_INFINITY : Number(significant);
 }
 
+/** The well-formed budget `header` carries, or `undefined` (absent, malformed, repeated, or a carrier that throws). */
+function budgetOf(carrier: unknown, getter: TextMapGetter, header: string): number | undefined {
+  let raw: unknown;
+  try {
+    raw = getter.get(carrier, header);
+  } catch {
+    return undefined; // a hostile carrier must not break the request
+  }
+  // Repeated headers are ambiguous: ignore rather than guess which one the caller meant.
+  const value = Array.isArray(raw) ? (raw.length === 1 ? (raw[0] as unknown) : undefined) : raw;
+  return typeof value === 'string' ? parseBudget(value.trim()) : undefined;
+}
+
 /**
  * Carries deadlines across services. Outgoing, lifeline's clients (not this propagator) send the
  * remaining budget of a call's deadline as `x-request-timeout-ms` to the hosts `deadlineHeaderHosts`
  * allows; the propagator must still be the SDK's (with W3C trace context and baggage) for them to
  * do it. Incoming: a valid header from a trusted caller becomes the handler's
- * deadline (`source` `inbound`), raised to `minInboundMs` and clamped to `maxInboundMs` (a budget of any
+ * deadline (`source` `inbound`), and so do the budgets of a mesh in front of the service (Envoy's
+ * `x-envoy-expected-rq-timeout-ms`, Connect RPC's `connect-timeout-ms`; the smallest wins), raised to `minInboundMs` and clamped to `maxInboundMs` (a budget of any
  * number of digits: an absurdly long one is clamped, not ignored). A relative
  * budget, not an absolute time, so the callers' and servers' clocks need not agree. Malformed
  * values are ignored, never thrown on.
@@ -66,16 +87,11 @@ export class DeadlinePropagator implements TextMapPropagator {
   extract(ctx: Context, carrier: unknown, getter: TextMapGetter): Context {
     const { trust } = this.#inbound;
     if (trust.fixed === false) return ctx;
-    let raw: unknown;
-    try {
-      raw = getter.get(carrier, DEADLINE_HEADER);
-    } catch {
-      return ctx; // a hostile carrier must not break the request
+    let budget = budgetOf(carrier, getter, DEADLINE_HEADER);
+    for (const header of MESH_HEADERS) {
+      const mesh = budgetOf(carrier, getter, header);
+      if (mesh !== undefined && (budget === undefined || mesh < budget)) budget = mesh;
     }
-    // Repeated headers are ambiguous: ignore rather than guess which one the caller meant.
-    const value = Array.isArray(raw) ? (raw.length === 1 ? (raw[0] as unknown) : undefined) : raw;
-    if (typeof value !== 'string') return ctx;
-    const budget = parseBudget(value.trim());
     if (budget === undefined) return ctx;
     if (!trust.trusts(inboundPeerOf(carrier))) {
       this.#warnUnrecorded();

@@ -40,6 +40,27 @@ describe('DeadlinePropagator (README: Deadlines on every remote call)', () => {
     expect(deadline?.at).toBeLessThanOrEqual(Date.now() + 750);
   });
 
+  it.each(['x-envoy-expected-rq-timeout-ms', 'connect-timeout-ms'])("a mesh's budget (%s) is an inbound deadline too", (header) => {
+    const before = Date.now();
+    const deadline = extract({ [header]: '1500' });
+    expect(deadline?.source).toBe('inbound');
+    expect(deadline?.at).toBeGreaterThanOrEqual(before + 1_500);
+    expect(deadline?.at).toBeLessThanOrEqual(Date.now() + 1_500);
+    expect(extract({ [header]: '99999999999' })?.remainingMs()).toBeLessThanOrEqual(60_000); // clamped alike
+  });
+
+  it('the smallest budget a request carries wins, whichever header brings it; a malformed one is skipped', () => {
+    const sooner = (headers: Record<string, unknown>) => extract(headers)?.remainingMs();
+    expect(sooner({ [DEADLINE_HEADER]: '5000', 'x-envoy-expected-rq-timeout-ms': '1500' })).toBeLessThanOrEqual(1_500);
+    expect(
+      sooner({ [DEADLINE_HEADER]: '800', 'x-envoy-expected-rq-timeout-ms': '15000', 'connect-timeout-ms': '3000' }),
+    ).toBeLessThanOrEqual(800);
+    expect(sooner({ [DEADLINE_HEADER]: '9000', 'connect-timeout-ms': '2000' })).toBeLessThanOrEqual(2_000);
+    const skipped = sooner({ [DEADLINE_HEADER]: '4000', 'x-envoy-expected-rq-timeout-ms': '-1', 'connect-timeout-ms': ['1', '2'] });
+    expect(skipped).toBeGreaterThan(3_000);
+    expect(skipped).toBeLessThanOrEqual(4_000);
+  });
+
   it('clamps budgets to maxInboundMs', () => {
     const deadline = extract({ [DEADLINE_HEADER]: '9999999999' });
     expect(deadline?.remainingMs()).toBeLessThanOrEqual(60_000);

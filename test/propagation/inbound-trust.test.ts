@@ -94,6 +94,21 @@ describe('inbound deadline trust over real HTTP', () => {
     if (client === 'fetch') expect(seen.traceId).toBe(TRACE_ID);
   });
 
+  it("a sidecar's budget (Envoy's x-envoy-expected-rq-timeout-ms, Connect's Connect-Timeout-Ms) is obeyed from a trusted caller, not from others", async () => {
+    otel.useDeadlineOptions({});
+    for (const header of ['X-Envoy-Expected-Rq-Timeout-Ms', 'Connect-Timeout-Ms']) {
+      const before = Date.now();
+      const res = await fetch(v4, { headers: { [header]: '2500' } });
+      const seen = (await res.json()) as Seen;
+      expect(seen.deadline?.source).toBe('inbound');
+      expect(seen.deadline?.at).toBeGreaterThanOrEqual(before + 2_500);
+      expect(seen.deadline?.at).toBeLessThanOrEqual(Date.now() + 2_500);
+    }
+    otel.useDeadlineOptions({ trustInbound: 'none' });
+    const refused = (await (await fetch(v4, { headers: { 'x-envoy-expected-rq-timeout-ms': '1' } })).json()) as Seen;
+    expect(refused.deadline).toBeNull();
+  });
+
   it.each([
     ["a list that leaves loopback out (['10.0.0.0/8'])", { trustInbound: ['10.0.0.0/8'] }],
     ["'none'", { trustInbound: 'none' }],
