@@ -235,7 +235,9 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     switch (message.type) {
       case 'block': {
         const block = toBlock(message);
-        logger.warn(
+        // While modules load (a compiler, a test runner's transform, an app reading its config) a
+        // long block is expected and nobody waits on the process yet: said at debug, still exported.
+        logger[block.startup ? 'debug' : 'warn'](
           {
             blockedMs: Math.round(block.blockedMs),
             startedAt: block.startedAt,
