@@ -26,6 +26,10 @@ export interface Deadline {
 const DEADLINE_KEY = createContextKey('lifeline.deadline');
 /** Scopes whose last waiting call settled this turn of the event loop (see {@link DeadlineScope.unwatch}). */
 const idleScopes: DeadlineScope[] = [];
+/** Whether a sweep of {@link idleScopes} is due at the end of this turn. */
+let sweepScheduled = false;
+/** Idle scopes held at most before they are swept without waiting for the end of the turn. */
+const MAX_IDLE_SCOPES = 4_096;
 /** The last instant a `Date` can hold: deadlines beyond it cannot be formatted or compared sanely. */
 export const MAX_DEADLINE_MS = 8.64e15;
 
@@ -138,12 +142,18 @@ export class DeadlineScope implements Deadline {
     ) {
       scope.#idle = true;
       idleScopes.push(scope);
-      if (idleScopes.length === 1) setImmediate(DeadlineScope.#sweep).unref();
+      // Swept at once past a cap: a turn that never ends (fake timers dropped the sweep) must not hold them all.
+      if (idleScopes.length >= MAX_IDLE_SCOPES) DeadlineScope.#sweep();
+      else if (!sweepScheduled) {
+        sweepScheduled = true;
+        setImmediate(DeadlineScope.#sweep).unref();
+      }
     }
   }
 
   /** Stops the timers of the scopes nothing has waited on since they became idle (see {@link DeadlineScope.unwatch}). */
   static #sweep(): void {
+    sweepScheduled = false;
     for (const scope of idleScopes.splice(0)) {
       scope.#idle = false;
       if (scope.#watchers === undefined && (scope.#controller === undefined || scope.#released)) scope.#disarm();

@@ -357,7 +357,7 @@ export class Diagnostics implements HealthDiagnostics {
     // One pass, oldest first: a parent started (and was tracked) before its children, so whether it
     // is stuck is known when a child comes.
     // Spans in a stuck subtree (stuck ones, and everything below one) carry this round's number.
-    const round = ++stuckRounds;
+    const round = tracker.nextRound();
     for (const span of all) {
       // A component's work: its verdict explains it (linked both ways), within a few intervals.
       if (ending === undefined && tracker.isTickWork(span.traceId)) continue;
@@ -368,7 +368,8 @@ export class Diagnostics implements HealthDiagnostics {
       span.stuckRound = round;
       stuckTops++;
       if (ending === undefined) countStuck(counts, this.#stuckOperations, span);
-      const known = span.remembered;
+      const mine = span.remembered;
+      const known = mine === undefined ? undefined : mine.by === this ? mine : this.#snapshots.get(span.spanId);
       // Once, and once more a minute after the first; everything at the end, exported before or not.
       const due =
         ending !== undefined || known === undefined || (known.again !== true && known.at !== undefined && now - known.at >= STUCK_AGAIN_MS);
@@ -455,7 +456,7 @@ export class Diagnostics implements HealthDiagnostics {
   #remember(spanId: string, entry: Remembered): void {
     // On the span too, while in flight: a storm's later rounds read it there, not from the map.
     const tracked = this.#inFlight?.get(spanId);
-    if (tracked !== undefined) tracked.remembered = entry;
+    if (tracked !== undefined) tracked.remembered = { by: this, again: entry.again, at: entry.at };
     this.#snapshots.delete(spanId);
     this.#snapshots.set(spanId, entry);
     if (this.#snapshots.size > REMEMBERED_SNAPSHOTS) this.#snapshots.delete(this.#snapshots.keys().next().value as string);
@@ -820,8 +821,6 @@ function deadlineOfSpan(tracked: TrackedSpan): number | undefined {
 }
 
 const KIND_NAMES = ['internal', 'server', 'client', 'producer', 'consumer'];
-/** Stuck-work rounds so far, of every `Diagnostics` (one tracker may serve several): a round marks the spans it found stuck with its number. */
-let stuckRounds = 0;
 
 /** Counts `span` in `counts` by kind and operation: the first {@link STUCK_SERIES} operations ever seen (`operations`), the rest `_OTHER`. */
 function countStuck(counts: Map<string, number[]>, operations: Set<string>, span: TrackedSpan): void {

@@ -49,12 +49,15 @@ export interface TrackedSpan {
   route: string | undefined;
   /** @internal A server span's request, for naming its handler when it is exported stuck. */
   request: IncomingMessage | undefined;
-  /** @internal Its parent, when that was in flight (tracked) as it started: a round tells a stuck ancestor without a lookup. */
-  readonly parent: TrackedSpan | undefined;
-  /** @internal The last stuck-work round that found it stuck or below a stuck span. */
+  /**
+   * @internal Its parent, while both are in flight (tracked): a round tells a stuck ancestor
+   * without a lookup. Cleared when this span ends, so a chain of ended spans is never held.
+   */
+  parent: TrackedSpan | undefined;
+  /** @internal The last stuck-work round ({@link InFlightSpanProcessor.nextRound}) that found it stuck or below a stuck span. */
   stuckRound: number;
-  /** @internal Its snapshot, once exported (by a verdict or as stuck work), and when. */
-  remembered: { readonly again?: boolean; readonly at?: number } | undefined;
+  /** @internal Its snapshot, once exported (by a verdict or as stuck work), when, and by whom (a tracker may serve several). */
+  remembered: { readonly by: object; readonly again: boolean | undefined; readonly at: number | undefined } | undefined;
 }
 
 /**
@@ -75,6 +78,7 @@ export class InFlightSpanProcessor implements SpanProcessor {
   readonly #tickTraces = new Map<string, number>();
   #evicted = 0;
   #stackBytes = 0;
+  #rounds = 0;
 
   constructor(options: InFlightSpanProcessorOptions = {}) {
     const { maxSpans = 10_000, maxStackBytes = 8 * 1024 * 1024, captureStacks = 'ticks', redact } = options;
@@ -104,6 +108,11 @@ export class InFlightSpanProcessor implements SpanProcessor {
   /** @internal One in-flight span by id. */
   get(spanId: string): TrackedSpan | undefined {
     return this.#spans.get(spanId);
+  }
+
+  /** @internal A number no stuck-work round over these spans had before (the rounds mark spans with it). */
+  nextRound(): number {
+    return ++this.#rounds;
   }
 
   /** @internal Every in-flight span, oldest first. */
@@ -224,6 +233,9 @@ export class InFlightSpanProcessor implements SpanProcessor {
     if (tracked === undefined) return;
     this.#spans.delete(spanId);
     this.#stackBytes -= tracked.stack?.length ?? 0;
+    // A child still in flight may hold it: not what it held in turn (a long chain of ended work, a request).
+    tracked.parent = undefined;
+    tracked.request = undefined;
     if (tracked.span.attributes[ATTR_HEALTH_COMPONENT] === undefined) return;
     const left = (this.#tickTraces.get(tracked.traceId) ?? 1) - 1;
     if (left > 0) this.#tickTraces.set(tracked.traceId, left);

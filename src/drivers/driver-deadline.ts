@@ -1,7 +1,6 @@
-import { context, SpanKind, trace, type Context } from '@opentelemetry/api';
+import { context, type Context } from '@opentelemetry/api';
 import { contextWithDeadline, DeadlineExceededError, DeadlineScope, DeadlineTimer, type DeadlineWatch } from '../deadline/index.js';
 import { callDeadline, callerDeadline, type CallDeadline, type DeadlinePolicy, type RequestAttributes } from '../policy/index.js';
-import { recordDeadline } from '../processors/index.js';
 
 /**
  * The deadline a driver call made now gets, by the one rule every client follows (the context's, a
@@ -20,16 +19,14 @@ export function driverDeadline(
 
 /**
  * Runs `call` where the deadline is in the context: for a deadline a policy rule or the default gave,
- * a context that carries it, so that the driver's client span records it and calls below see it.
- * The span is started inside when OpenTelemetry's instrumentation wraps inside lifeline, and is
- * `active`'s when it wraps outside (it patched the driver first): then the deadline is recorded
- * there, as a rule's deadline on a node:http or gRPC call is.
+ * a context that carries it, so that the driver's client span (OpenTelemetry's instrumentation, when
+ * it wraps inside lifeline) records it and calls below see it. An instrumentation that wraps outside
+ * lifeline started its span before the rule applied, and (pg's, ioredis', mysql2's) does not make it
+ * the active one: that span is not told of the rule's deadline (lifeline cannot tell it from the
+ * caller's), though the call is bounded by it all the same.
  */
 export function runUnderDeadline<T>(deadline: CallDeadline, active: Context, call: () => T): T {
   if (!deadline.fromPolicy) return call();
-  const span = trace.getSpan(active) as { kind?: SpanKind; attributes?: Record<string, unknown> } | undefined;
-  if (span?.kind === SpanKind.CLIENT && (span.attributes?.['db.system.name'] ?? span.attributes?.['db.system']) !== undefined)
-    recordDeadline(span as Parameters<typeof recordDeadline>[0], deadline, true);
   return context.with(contextWithDeadline(active, new DeadlineScope(deadline.at, deadline.source, deadline.monotonicAt)), call);
 }
 

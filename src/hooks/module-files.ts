@@ -118,7 +118,10 @@ export function wrapMethod<F extends (...args: never[]) => unknown>(
       mark(wrapper, '__wrapped', true);
       mark(wrapper, '__unwrap', () => {
         if (holder[name] !== wrapper) return;
-        inner = shimmed.__original;
+        // Their own unwrap takes their wrapper out (a wrapper of another lifeline copy under it stays, rebuilt by its own).
+        holder[name] = shimmed;
+        shimmed.__unwrap();
+        inner = holder[name] as F;
         current = around(inner);
         holder[name] = current;
       });

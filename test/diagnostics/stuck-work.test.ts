@@ -76,6 +76,42 @@ describe('stuck work, exported with no verdict', () => {
     expect(child?.name).toBe('GET stock.internal:8080 (in flight)');
   });
 
+  it('two Diagnostics over one tracker each export a stuck request once: what one exported is not taken for the other', () => {
+    const now = Date.now();
+    const other = new Diagnostics({ inFlight, tracerProvider: provider, stuckAfterMs: 10_000, minIntervalMs: 60_000 });
+    try {
+      const server = request('/orders/:id', 12_000, now);
+      const child = tracer().startSpan(
+        'SELECT',
+        { kind: SpanKind.CLIENT, startTime: now - 11_000 },
+        trace.setSpan(context.active(), server),
+      );
+      ended.push(child);
+      expect(diagnostics.exportStuck(now)).toMatchObject({ stuck: 1, exported: 1 });
+      expect(other.exportStuck(now)).toMatchObject({ stuck: 1, exported: 1 }); // its own, not the first one's
+      expect(other.exportStuck(now + 1_000)).toMatchObject({ stuck: 1, exported: 0 });
+      expect(diagnostics.exportStuck(now + 1_000)).toMatchObject({ stuck: 1, exported: 0 });
+    } finally {
+      other.close();
+    }
+  });
+
+  it('a span in flight holds its ended parent, not what the parent held (a chain of ended work is let go)', () => {
+    const now = Date.now();
+    const first = request('/loop', 30_000, now);
+    const second = tracer().startSpan('iteration', { startTime: now - 20_000 }, trace.setSpan(context.active(), first));
+    const third = tracer().startSpan('iteration', { startTime: now - 10_000 }, trace.setSpan(context.active(), second));
+    ended.push(third);
+    expect(inFlight.get(third.spanContext().spanId)?.parent?.parent?.spanId).toBe(first.spanContext().spanId);
+    first.end();
+    second.end();
+    const parent = inFlight.get(third.spanContext().spanId)?.parent;
+    expect(parent?.spanId).toBe(second.spanContext().spanId);
+    expect(parent?.parent).toBeUndefined();
+    // Its parent ended: no longer a stuck ancestor for the round; the span is judged on its own.
+    expect(diagnostics.exportStuck(now).stuck).toBe(0); // an INTERNAL span with no deadline is not stuck work
+  });
+
   it('once per span, once more a minute after the first, then never again', () => {
     const now = Date.now();
     request('/orders/:id', 12_000, now);
