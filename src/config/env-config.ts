@@ -23,6 +23,8 @@ export interface EnvConfig {
   headersTimeoutMs: number;
   /** `LIFELINE_DEADLINE_HEADER_HOSTS`: the hosts told of a call's deadline (`deadlineHeaderHosts`). */
   deadlineHeaderHosts?: 'internal' | 'all' | 'none' | string[];
+  /** `LIFELINE_ENVOY_UPSTREAM_TIMEOUT=on`: calls to those hosts also carry Envoy's `x-envoy-upstream-rq-timeout-ms` (`envoyUpstreamTimeout`). */
+  envoyUpstreamTimeout: boolean;
   /** `LIFELINE_EXPORT_BUFFER_SPANS`, `LIFELINE_EXPORT_BUFFER_BYTES`: what is kept for a retry (`exportBuffer`). */
   exportBuffer: { maxSpans?: number; maxBytes?: number };
   /** `LIFELINE_PROBE_MAX_CONNECTIONS`, `LIFELINE_PROBE_MAX_CONNECTIONS_PER_ADDRESS`, `LIFELINE_PROBE_MAX_OVERFLOW_CONNECTIONS`, `LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND`: the probe server's limits. */
@@ -63,6 +65,7 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
   const autoInstrumentations = oneOfEnv(env, 'LIFELINE_AUTO_INSTRUMENTATIONS', SWITCH) ?? 'on';
   const headersTimeoutMs = integer(env, 'LIFELINE_HEADERS_TIMEOUT_MS', 0, 86_400_000) ?? DEFAULT_HEADERS_TIMEOUT_MS;
   const deadlineHeaderHosts = headerHostsFromEnv(env, 'LIFELINE_DEADLINE_HEADER_HOSTS');
+  const envoyUpstreamTimeout = oneOfEnv(env, 'LIFELINE_ENVOY_UPSTREAM_TIMEOUT', SWITCH) ?? 'off';
   const maxSpans = integer(env, 'LIFELINE_EXPORT_BUFFER_SPANS', 1, 10_000_000);
   const maxBytes = integer(env, 'LIFELINE_EXPORT_BUFFER_BYTES', 1, 2 ** 40);
   const maxConnections = integer(env, 'LIFELINE_PROBE_MAX_CONNECTIONS', 1, 1_000_000);
@@ -85,6 +88,7 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
     esmHook: esmHook === 'on',
     autoInstrumentations: autoInstrumentations === 'on',
     headersTimeoutMs,
+    envoyUpstreamTimeout: envoyUpstreamTimeout === 'on',
     ...(deadlineHeaderHosts === undefined ? {} : { deadlineHeaderHosts }),
     probe: port === 0 ? false : { ...(port === undefined ? {} : { port }), ...(probeHost === undefined ? {} : { host: probeHost }) },
     ...(healthIntervalMs === undefined ? {} : { healthIntervalMs }),

@@ -13,7 +13,6 @@ import {
   type DeadlinePolicyOptions,
   type RequestAttributes,
 } from '../policy/index.js';
-import { DEADLINE_HEADER } from '../propagation/index.js';
 
 /** Node publishes every outgoing node:http/https request here, synchronously, in the caller's context. */
 const CREATED = 'http.client.request.created';
@@ -86,7 +85,7 @@ function bound(request: ClientRequest, policy: DeadlinePolicy): void {
   if (!request.headersSent) {
     // Set here, not by the propagator: only the client knows the host, and the deadline applied.
     const header = deadlineHeader(policy, deadline, () => targetOf(request).host);
-    if (header !== undefined) request.setHeader(DEADLINE_HEADER, header);
+    if (header !== undefined) for (const name of policy.headerNames) request.setHeader(name, header);
   }
   requests.arm(request, deadline);
 }

@@ -14,7 +14,6 @@ import {
   type DeadlinePolicyOptions,
   type RequestAttributes,
 } from '../policy/index.js';
-import { DEADLINE_HEADER } from '../propagation/index.js';
 
 /**
  * Node publishes every stream a client opens here, synchronously inside `session.request()`, in the
@@ -172,7 +171,7 @@ function wrapRequest(policy: DeadlinePolicy, prototype: object): (() => void) | 
         handedPolicy = policy;
         handedDeadline = deadline;
         try {
-          return original.call(this, header === undefined ? headers : withHeader(headers, header), options);
+          return original.call(this, header === undefined ? headers : withHeader(headers, header, policy.headerNames), options);
         } finally {
           handedPolicy = undefined;
           handedDeadline = undefined;
@@ -181,10 +180,12 @@ function wrapRequest(policy: DeadlinePolicy, prototype: object): (() => void) | 
   );
 }
 
-function withHeader(headers: RequestHeaders | undefined, value: string): RequestHeaders {
+function withHeader(headers: RequestHeaders | undefined, value: string, names: readonly string[]): RequestHeaders {
   // A copy: the caller may reuse its headers for the next request. Spreading keeps http2.sensitiveHeaders.
-  if (Array.isArray(headers)) return [...(headers as readonly string[]), DEADLINE_HEADER, value];
-  return { ...(headers as OutgoingHttpHeaders | undefined), [DEADLINE_HEADER]: value };
+  if (Array.isArray(headers)) return [...(headers as readonly string[]), ...names.flatMap((name) => [name, value])];
+  const copy: OutgoingHttpHeaders = { ...(headers as OutgoingHttpHeaders | undefined) };
+  for (const name of names) copy[name] = value;
+  return copy;
 }
 
 /** Streams opened while their session was connecting, by session, until they close. */

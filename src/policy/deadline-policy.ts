@@ -1,4 +1,5 @@
 import { invalidOption } from '../errors/index.js';
+import { DEADLINE_HEADER, ENVOY_UPSTREAM_TIMEOUT_HEADER } from '../propagation/index.js';
 import { HeaderHosts, type DeadlineHeaderHosts } from './header-hosts.js';
 import { stateless } from './stateless-regexp.js';
 
@@ -56,6 +57,16 @@ export interface DeadlinePolicyOptions {
    * @example `installHttpDeadlines({ deadlineHeaderHosts: ['internal', '.corp.example.com', /^api-\d+\.example\.net$/] })`
    */
   deadlineHeaderHosts?: DeadlineHeaderHosts;
+  /**
+   * Also send the budget as `x-envoy-upstream-rq-timeout-ms`, to the same hosts and with the same
+   * value as `x-request-timeout-ms`, so an Envoy the call passes (the sidecar of an Istio mesh, an
+   * egress or front proxy) ends it at the deadline as well. Turn it on when your calls to internal
+   * hosts go through Envoy and you want the mesh to enforce deadlines the callee does not know of
+   * (a callee without lifeline). Envoy obeys it only on requests it counts as internal, and sets
+   * the route's timeout aside for it. Default false. (`LIFELINE_ENVOY_UPSTREAM_TIMEOUT=on`.)
+   * @example `installHttpDeadlines({ envoyUpstreamTimeout: true })`
+   */
+  envoyUpstreamTimeout?: boolean;
 }
 
 /** The attributes of an outgoing request that rules can match. */
@@ -82,9 +93,13 @@ export class DeadlinePolicy {
   readonly #headersTimeoutMs: number | undefined;
   /** The hosts that get the deadline header. */
   readonly headerHosts: HeaderHosts;
+  /** The headers that carry it: `x-request-timeout-ms`, and Envoy's with `envoyUpstreamTimeout`. */
+  readonly headerNames: readonly string[];
 
   constructor(options: DeadlinePolicyOptions = {}) {
-    const { policy = [], defaultTimeoutMs, headersTimeoutMs, deadlineHeaderHosts } = options;
+    const { policy = [], defaultTimeoutMs, headersTimeoutMs, deadlineHeaderHosts, envoyUpstreamTimeout = false } = options;
+    if (typeof envoyUpstreamTimeout !== 'boolean') throw invalidOption('envoyUpstreamTimeout', envoyUpstreamTimeout, 'true or false');
+    this.headerNames = envoyUpstreamTimeout ? [DEADLINE_HEADER, ENVOY_UPSTREAM_TIMEOUT_HEADER] : [DEADLINE_HEADER];
     const given: unknown = policy; // checked as what callers may really pass, not as what the type says
     if (!Array.isArray(given)) throw invalidOption('policy', policy, 'an array of rules');
     policy.forEach(validateRule);

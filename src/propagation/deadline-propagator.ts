@@ -6,6 +6,13 @@ import { inboundPeerOf, InboundDeadlines, recordingInboundPeers, type InboundDea
 export const DEADLINE_HEADER = 'x-request-timeout-ms';
 
 /**
+ * Envoy's header for the timeout of the request it forwards upstream, in whole milliseconds: sent
+ * beside {@link DEADLINE_HEADER} with the policy's `envoyUpstreamTimeout`, so the sidecar of an
+ * Istio mesh (or any Envoy the call passes) ends the call at the deadline too.
+ */
+export const ENVOY_UPSTREAM_TIMEOUT_HEADER = 'x-envoy-upstream-rq-timeout-ms';
+
+/**
  * Budgets other parts of a mesh send, in whole milliseconds, obeyed as {@link DEADLINE_HEADER} is:
  * Envoy's (Istio's sidecar, a front proxy) timeout for the request it forwards, and Connect RPC's
  * per-call timeout. The smallest budget a request carries wins.

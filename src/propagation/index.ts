@@ -1,1 +1,7 @@
-export { DEADLINE_HEADER, DeadlinePropagator, deadlineHeaderValue, type DeadlinePropagatorOptions } from './deadline-propagator.js';
+export {
+  DEADLINE_HEADER,
+  DeadlinePropagator,
+  ENVOY_UPSTREAM_TIMEOUT_HEADER,
+  deadlineHeaderValue,
+  type DeadlinePropagatorOptions,
+} from './deadline-propagator.js';

@@ -53,6 +53,7 @@ async function start(): Promise<void> {
         headersTimeoutMs: config.headersTimeoutMs,
         ...(config.defaultTimeoutMs === undefined ? {} : { defaultTimeoutMs: config.defaultTimeoutMs }),
         ...(config.deadlineHeaderHosts === undefined ? {} : { deadlineHeaderHosts: config.deadlineHeaderHosts }),
+        ...(config.envoyUpstreamTimeout ? { envoyUpstreamTimeout: true } : {}),
       },
       propagation: {
         ...(config.inboundDeadlines === undefined ? {} : { trustInbound: config.inboundDeadlines }),

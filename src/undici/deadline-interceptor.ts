@@ -106,7 +106,7 @@ export function deadlineDispatch(
     );
     const header = deadlineHeader(policy, deadline, () => hostOf(opts.origin));
     if (queuedAbort !== undefined) dispatchOpts[queuedAbort] = chainHooks(deadlineHandler.queuedAbortHook, opts[queuedAbort]);
-    if (header !== undefined) dispatchOpts.headers = withDeadlineHeader(opts.headers, header);
+    if (header !== undefined) dispatchOpts.headers = withDeadlineHeader(opts.headers, header, policy.headerNames);
     deadlineHandler.arm();
     const outer = dispatching;
     if (deadline.untilHeaders) dispatching = deadlineHandler;
