@@ -48,7 +48,7 @@ if (variant === undefined) {
   const { createRequire } = await import('node:module');
   const { DeadlineSpanProcessor, installDriverDeadlines, withTimeout } = await import('otel-lifeline');
   const { startPostgres, startRedis } = await import('../test/support/databases.ts');
-  const { DiscardExporter, pinApart, runConcurrently } = await import('./support.ts');
+  const { DiscardExporter, pgPoolConfig, pinApart, runConcurrently } = await import('./support.ts');
   // 'context': the request's deadline in the context and lifeline's span processor, driver deadlines not installed.
   const lifeline = variant !== 'bare';
   const exporter = new DiscardExporter();
@@ -73,14 +73,7 @@ if (variant === undefined) {
     const postgres = await startPostgres();
     pinApart([postgres.pid]);
     const pg = require('pg') as typeof import('pg');
-    const pool = new pg.Pool({
-      host: postgres.host,
-      port: postgres.port,
-      user: postgres.user,
-      password: postgres.password,
-      database: postgres.database,
-      max: 8,
-    });
+    const pool = new pg.Pool(pgPoolConfig(postgres, 8));
     call = (i) => pool.query('SELECT $1::int AS n', [i]);
     stop = async () => {
       await pool.end();

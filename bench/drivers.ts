@@ -25,6 +25,7 @@ import {
   DiscardExporter,
   fixed,
   percentile,
+  pgPoolConfig,
   pinApart,
   runConcurrently,
   spread,
@@ -65,14 +66,7 @@ const { Redis } = require('ioredis') as typeof import('ioredis');
 const postgres = await startPostgres();
 const redis = await startRedis();
 console.log(`Pinned: ${pinApart([postgres.pid, redis.pid])}.\n`);
-const pool = new pg.Pool({
-  host: postgres.host,
-  port: postgres.port,
-  user: postgres.user,
-  password: postgres.password,
-  database: postgres.database,
-  max: 8,
-});
+const pool = new pg.Pool(pgPoolConfig(postgres, 8));
 const client = new Redis({ host: redis.host, port: redis.port, lazyConnect: true });
 await client.connect();
 await client.set('bench', 'x');

@@ -254,3 +254,12 @@ export function pinApart(pids: readonly number[]): string {
   }
   return `servers on CPU ${last}, the benchmark on CPU ${rest}`;
 }
+
+/** A pg pool of `max` connections to a server the bench started (`startPostgres`). */
+export function pgPoolConfig(
+  server: { host: string; port: number; user: string; password: string; database: string },
+  max: number,
+): { host: string; port: number; user: string; password: string; database: string; max: number } {
+  const { host, port, user, password, database } = server;
+  return { host, port, user, password, database, max };
+}
