@@ -3,9 +3,10 @@ import type { Logger } from '../log/index.js';
 
 /**
  * Why spans were dropped: the `reason` of the `lifeline.export.dropped` counter. `queue_full`: the
- * batch processor's own queue was full (an export hanging on a blackholed collector holds it).
+ * batch processor's own queue was full (an export hanging on a blackholed collector holds it);
+ * `exit`: not delivered within the flush at the process's natural end.
  */
-export type DropReason = 'buffer_full' | 'refused' | 'shutdown' | 'queue_full';
+export type DropReason = 'buffer_full' | 'refused' | 'shutdown' | 'queue_full' | 'exit';
 
 const LOG_INTERVAL_MS = 60_000;
 
@@ -21,6 +22,8 @@ export class DropReport {
   #unsaidByReason: Partial<Record<DropReason, number>> = {};
   /** Set while a line was said less than a minute ago. */
   #quiet: NodeJS.Timeout | undefined;
+  /** Set by {@link DropReport.hold}: drops are summed, and said at the next flush. */
+  #holding = false;
   #provider: MeterProvider | undefined;
   #counter: Counter | undefined;
 
@@ -41,11 +44,17 @@ export class DropReport {
     this.#counterNow().add(count, { reason });
     this.#unsaid += count;
     this.#unsaidByReason[reason] = (this.#unsaidByReason[reason] ?? 0) + count;
-    if (this.#quiet === undefined) this.#say(true);
+    if (this.#quiet === undefined && !this.#holding) this.#say(true);
+  }
+
+  /** Sums the drops to come until {@link DropReport.flush}, which says them in one line (the flush at exit). */
+  hold(): void {
+    this.#holding = true;
   }
 
   /** Says at once what is not said yet (at shutdown: the process may not live another minute). */
   flush(): void {
+    this.#holding = false;
     clearTimeout(this.#quiet);
     this.#quiet = undefined;
     if (this.#unsaid > 0) this.#say(false);
@@ -59,7 +68,7 @@ export class DropReport {
       this.#counter = provider.getMeter('otel-lifeline').createCounter('lifeline.export.dropped', {
         unit: '{span}',
         description:
-          "Spans lifeline dropped before export: buffer full while the collector was unreachable, the batch processor's queue full, refused for good, or still kept at shutdown",
+          "Spans lifeline dropped before export: buffer full while the collector was unreachable, the batch processor's queue full, refused for good, or still kept at shutdown or at the process's end",
       });
     }
     return this.#counter;
@@ -72,7 +81,7 @@ export class DropReport {
     context.with(ROOT_CONTEXT, () => {
       this.logger.warn(
         fields,
-        "lifeline: spans dropped: the export buffer or the batch processor's queue was full, or the collector refused them (said at most once a minute, summed)",
+        "lifeline: spans dropped: the export buffer or the batch processor's queue was full, the collector refused them, or it could not be reached before the process ended (said at most once a minute, summed)",
       );
     });
     if (!thenQuiet) return;

@@ -3,13 +3,14 @@ import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
 import { correctedEnv } from '../config/index.js';
 import type { Logger } from '../log/index.js';
+import { canAbortSends, type AbortableSends } from './abortable-sends.js';
 
 /**
  * Passes every call on to `exporter`, and says so once when spans stop reaching it (a collector
  * that is not running, a wrong endpoint) and once when they reach it again. Without it, the OTLP
  * exporters drop spans silently and a new user sees an empty Jaeger with no clue why.
  */
-export class ExportWarningExporter implements SpanExporter {
+export class ExportWarningExporter implements SpanExporter, AbortableSends {
   #failing = false;
 
   constructor(
@@ -46,6 +47,10 @@ export class ExportWarningExporter implements SpanExporter {
 
   forceFlush(): Promise<void> {
     return this.exporter.forceFlush?.() ?? Promise.resolve();
+  }
+
+  abortSends(): void {
+    if (canAbortSends(this.exporter)) this.exporter.abortSends();
   }
 }
 

@@ -34,17 +34,16 @@ async function otlpExporter(env: NodeJS.ProcessEnv): Promise<SpanExporter> {
     env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL === undefined ? 'OTEL_EXPORTER_OTLP_PROTOCOL' : 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL';
   const protocol = (env[variable] ?? 'http/protobuf').trim();
   switch (protocol) {
-    case 'http/protobuf': {
-      const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-proto');
-      return withCorrectedEnv(() => new OTLPTraceExporter());
-    }
+    case 'http/protobuf':
     case 'http/json': {
-      const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http');
-      return withCorrectedEnv(() => new OTLPTraceExporter());
+      // lifeline's own OTLP exporters: one attempt per export (RetryingExporter retries), and
+      // sends that can be ended, so the flush at a process's end keeps to its budget.
+      const { OtlpHttpTraceExporter } = await import('./otlp-http-exporter.js');
+      return withCorrectedEnv(() => new OtlpHttpTraceExporter(protocol === 'http/protobuf' ? 'protobuf' : 'json'));
     }
     case 'grpc': {
-      const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-grpc');
-      return withCorrectedEnv(() => new OTLPTraceExporter());
+      const { OtlpGrpcTraceExporter } = await import('./otlp-grpc-exporter.js');
+      return withCorrectedEnv(() => new OtlpGrpcTraceExporter());
     }
     default:
       throw new LifelineError(

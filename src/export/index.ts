@@ -1,3 +1,3 @@
 export { batchProcessorFromEnv, batchTuningFromEnv, traceExportersFromEnv } from './exporters-from-env.js';
 export { ExportWarningExporter, otlpDestination } from './export-warning.js';
-export { RetryingExporter, spanBytes, type RetryOptions } from './retrying-exporter.js';
+export { EXIT_FLUSH_BUDGET_MS, flushAtExit, RetryingExporter, spanBytes, type RetryOptions } from './retrying-exporter.js';

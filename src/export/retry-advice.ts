@@ -7,9 +7,9 @@ export interface RetryAdvice {
   afterMs?: number;
 }
 
-// HTTP statuses worth another try (the OTLP specification's list). The HTTP exporters give no
-// status for these (nor their Retry-After, which they honour themselves within their own timeout):
-// an error without a numeric code is retried.
+// HTTP statuses worth another try (the OTLP specification's list). lifeline's OTLP/HTTP exporter
+// gives the status and what Retry-After asked for (`retryAfterMs`); OpenTelemetry's own give neither
+// for these (they retry themselves within their timeout): an error without a numeric code is retried.
 const RETRYABLE_HTTP = new Set([429, 502, 503, 504]);
 // gRPC status codes worth another try (the OTLP specification's list): CANCELLED, DEADLINE_EXCEEDED,
 // ABORTED, OUT_OF_RANGE, UNAVAILABLE (a collector not listening), DATA_LOSS; RESOURCE_EXHAUSTED only
@@ -19,14 +19,19 @@ const RESOURCE_EXHAUSTED = 8;
 
 /**
  * Reads a failed export's result. No numeric code: the collector was not reached (refused, reset,
- * timed out), or answered a retryable HTTP status; a code of 100 or more is an HTTP status; below, a
- * gRPC status, whose trailers may carry a `google.rpc.RetryInfo` (the OTLP/gRPC way to say when).
+ * timed out), or answered a retryable HTTP status; a code of 100 or more is an HTTP status (with
+ * its Retry-After, from lifeline's exporter); below, a gRPC status, whose trailers may carry a
+ * `google.rpc.RetryInfo` (the OTLP/gRPC way to say when).
  */
 export function retryAdvice(result: ExportResult): RetryAdvice {
-  const error = result.error as { code?: unknown; metadata?: unknown } | undefined;
+  const error = result.error as { code?: unknown; metadata?: unknown; retryAfterMs?: unknown } | undefined;
   const code = error?.code;
   if (typeof code !== 'number') return { retryable: true };
-  if (code >= 100) return { retryable: RETRYABLE_HTTP.has(code) };
+  if (code >= 100) {
+    if (!RETRYABLE_HTTP.has(code)) return { retryable: false };
+    const afterMs = error?.retryAfterMs;
+    return typeof afterMs === 'number' && Number.isFinite(afterMs) ? { retryable: true, afterMs } : { retryable: true };
+  }
   const afterMs = grpcRetryDelayMs(error?.metadata);
   if (afterMs !== undefined && (RETRYABLE_GRPC.has(code) || code === RESOURCE_EXHAUSTED)) return { retryable: true, afterMs };
   return { retryable: RETRYABLE_GRPC.has(code) };

@@ -3,6 +3,7 @@ import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
 import { numberOption } from '../errors/index.js';
 import type { Logger } from '../log/index.js';
 import { DropReport, type DropReason } from './drop-report.js';
+import { canAbortSends } from './abortable-sends.js';
 import { retryAdvice } from './retry-advice.js';
 
 /** How spans the collector refused are kept and sent again (`startLifeline`'s `exportBuffer`). */
@@ -45,6 +46,8 @@ export class RetryingExporter implements SpanExporter {
   /** The delay the collector asked for at the last refusal, if it did. */
   #retryAfterMs: number | undefined;
   #shutDown = false;
+  /** Set during {@link flushAtExit}: `sending` while its budget lasts, `over` once it ran out. */
+  #exiting: 'sending' | 'over' | undefined;
   #timer: NodeJS.Timeout | undefined;
   #sending: Promise<void> | undefined;
   /** The batch being sent, while it is. */
@@ -92,6 +95,11 @@ export class RetryingExporter implements SpanExporter {
   }
 
   export(spans: ReadableSpan[], resultCallback: (result: ExportResult) => void): void {
+    if (this.#exiting === 'over') {
+      this.#drop(spans.length, 'exit'); // the exit flush's budget is spent: nothing more is sent
+      resultCallback({ code: ExportResultCode.SUCCESS });
+      return;
+    }
     if (this.#pending.length > 0) {
       // Older spans wait for a retry: these go behind them, in order.
       this.#keep(spans);
@@ -101,7 +109,9 @@ export class RetryingExporter implements SpanExporter {
     this.exporter.export(spans, (result) => {
       if (result.code !== ExportResultCode.SUCCESS) {
         const advice = retryAdvice(result);
-        if (advice.retryable && this.#shutDown) {
+        if (advice.retryable && this.#exiting !== undefined) {
+          this.#drop(spans.length, 'exit'); // no retry will come: the process is ending
+        } else if (advice.retryable && this.#shutDown) {
           // An export that was under way at shutdown: no retry will come, so the loss is said.
           this.#drop(spans.length, 'shutdown');
           this.#drops.flush();
@@ -121,6 +131,45 @@ export class RetryingExporter implements SpanExporter {
   async forceFlush(): Promise<void> {
     await this.#drain();
     await this.exporter.forceFlush?.();
+  }
+
+  /**
+   * Runs `flush` (the tracer provider's, which exports through this exporter) at the process's
+   * natural end, within `budgetMs`: every batch gets one attempt, as no retry would come before the
+   * process exits; sends still under way when the budget runs out are ended (when the exporter can
+   * end them: `AbortableSends`) and later batches are not sent; whatever was not delivered,
+   * kept batches included, is dropped (reason `exit`) and said at once, in one line. A collector
+   * that refuses connections costs the process nothing, a blackholed one `budgetMs`.
+   */
+  async flushAtExit(flush: () => Promise<void>, budgetMs: number): Promise<void> {
+    if (this.#shutDown) return flush();
+    this.#exiting = 'sending';
+    this.#drops.hold(); // one line for the whole flush, however many batches it drops
+    clearTimeout(this.#timer); // the retry comes now, within the budget, or never
+    this.#timer = undefined;
+    const budget = setTimeout(() => {
+      this.#exiting = 'over';
+      if (canAbortSends(this.exporter)) this.exporter.abortSends();
+    }, budgetMs);
+    budget.unref(); // what holds the process is the sends; the budget only ends them
+    try {
+      await flush();
+      if (this.#budgetLeft()) await this.#drain();
+      else await this.#sending;
+    } finally {
+      clearTimeout(budget);
+      this.#exiting = undefined;
+      this.#drop(this.#pendingSpans, 'exit');
+      this.#pending.length = 0;
+      this.#pendingSpans = 0;
+      this.#pendingBytes = 0;
+      this.#drops.flush();
+    }
+  }
+
+  /** Whether the exit flush still may send (a method: the budget's timer changes it between awaits). */
+  #budgetLeft(): boolean {
+    return this.#exiting === 'sending';
   }
 
   async shutdown(): Promise<void> {
@@ -164,7 +213,7 @@ export class RetryingExporter implements SpanExporter {
    * did (never sooner than the backoff's jittered floor, never later than `maxBackoffMs`).
    */
   #schedule(): void {
-    if (this.#timer !== undefined || this.#sending !== undefined || this.#shutDown) return;
+    if (this.#timer !== undefined || this.#sending !== undefined || this.#shutDown || this.#exiting !== undefined) return;
     const jittered = this.#backoffMs * (1 + (Math.random() * 2 - 1) * JITTER);
     const delay = Math.min(Math.max(jittered, this.#retryAfterMs ?? 0), this.#maxBackoffMs);
     this.#retryAfterMs = undefined;
@@ -182,7 +231,7 @@ export class RetryingExporter implements SpanExporter {
    */
   #drain(): Promise<void> {
     this.#sending ??= (async () => {
-      while (this.#pending.length > 0) {
+      while (this.#pending.length > 0 && this.#exiting !== 'over') {
         const batch = this.#pending[0]?.spans ?? [];
         this.#sendingBatch = batch;
         const result = await new Promise<ExportResult>((resolve) => {
@@ -208,6 +257,21 @@ export class RetryingExporter implements SpanExporter {
     });
     return this.#sending;
   }
+}
+
+/**
+ * How long the flush at a process's natural end may send: a collector that answers (a TLS handshake
+ * over a 200 ms round trip included) is done well within it; a blackholed one costs no more.
+ */
+export const EXIT_FLUSH_BUDGET_MS = 750;
+
+/** Runs `flush` once, within the exit budget of every one of `exporters` (see {@link RetryingExporter.flushAtExit}). */
+export function flushAtExit(
+  exporters: readonly RetryingExporter[],
+  flush: () => Promise<void>,
+  budgetMs = EXIT_FLUSH_BUDGET_MS,
+): Promise<void> {
+  return exporters.reduceRight<() => Promise<void>>((inner, exporter) => () => exporter.flushAtExit(inner, budgetMs), flush)();
 }
 
 // Fixed cost of a span beyond its strings: ids, timestamps, kind, status, resource and scope refs.

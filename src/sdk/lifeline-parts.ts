@@ -192,7 +192,12 @@ export interface AssembledParts extends LifelineParts {
  * `early` starts the watchdog thread now: it boots on another core while the SDK and the
  * instrumentations load, instead of after them, on the path to the app's first answer.
  */
-export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Promise<void>, early = false): AssembledParts {
+export function assembleParts(
+  options: LifelinePartsOptions,
+  stopSdk?: () => Promise<void>,
+  early = false,
+  flushAtExit: (flush: () => Promise<void>) => Promise<void> = (flush) => flush(),
+): AssembledParts {
   const unsupported = unsupportedNode();
   if (unsupported !== undefined) throw new LifelineError('ERR_UNSUPPORTED_NODE', unsupported);
   const { shutdownTimeoutMs } = options;
@@ -429,9 +434,10 @@ export function assembleParts(options: LifelinePartsOptions, stopSdk?: () => Pro
         shutdown: () => lifeline.shutdown(),
       });
       // A process that ends by itself (a batch job, a test file) would drop the spans still batched:
-      // flush once when the event loop runs dry; the flush's own work ends, and the process with it.
+      // flush once when the event loop runs dry; the flush's own work ends, and the process with it
+      // (with startLifeline's exporters, within a budget: no collector must not delay the exit).
       function onBeforeExit(): void {
-        void lifeline.forceFlush().catch(() => undefined);
+        void flushAtExit(() => lifeline.forceFlush()).catch(() => undefined);
       }
       process.once('beforeExit', onBeforeExit);
       return lifeline;

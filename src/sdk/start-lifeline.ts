@@ -12,6 +12,7 @@ import {
   batchProcessorFromEnv,
   batchTuningFromEnv,
   ExportWarningExporter,
+  flushAtExit,
   otlpDestination,
   RetryingExporter,
   traceExportersFromEnv,
@@ -109,8 +110,9 @@ export async function startLifeline(options: LifelineOptions = {}): Promise<Life
 let starting = false;
 
 async function start(options: LifelineOptions): Promise<Lifeline> {
-  // The SDK is made after the parts (it needs their processors), and stopped by their shutdown.
-  const owned: { sdk?: { shutdown(): Promise<void> } } = {};
+  // The SDK is made after the parts (it needs their processors), and stopped by their shutdown;
+  // its exporters bound the flush at the process's natural end.
+  const owned: { sdk?: { shutdown(): Promise<void> }; exporters?: RetryingExporter[] } = {};
   const watchdog =
     options.watchdog === false || options.serviceName === undefined
       ? options.watchdog
@@ -120,13 +122,14 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
     { ...options, ...(watchdog === undefined ? {} : { watchdog }) },
     () => owned.sdk?.shutdown() ?? Promise.resolve(),
     true, // the watchdog thread boots while the SDK loads
+    (flush) => flushAtExit(owned.exporters ?? [], flush),
   );
   try {
     // Every module first, then every instrumentation at once: see lifelineParts' instrumentations.
     const [{ NodeSDK }, makeInstrumentations, spanProcessors] = await Promise.all([
       import('@opentelemetry/sdk-node'),
       instrumentationsOf(options),
-      exportingProcessors(options),
+      exportingProcessors(options, owned),
     ]);
     const instrumentations = [...parts.instrumentations, ...makeInstrumentations(parts), ...(options.instrumentations ?? [])];
     const sampler = options.sampler ?? samplerFromEnv(process.env, loggerOrDefault(options.logger));
@@ -190,12 +193,13 @@ async function instrumentationsOf(options: LifelineOptions): Promise<(parts: Lif
  * Batched exporters, each retrying what the collector did not take (a collector restart costs no
  * span) and saying once when spans cannot be exported.
  */
-async function exportingProcessors(options: LifelineOptions): Promise<SpanProcessor[]> {
+async function exportingProcessors(options: LifelineOptions, owned: { exporters?: RetryingExporter[] }): Promise<SpanProcessor[]> {
   if (options.spanProcessors) return options.spanProcessors;
   const logger = loggerOrDefault(options.logger);
   const exporters = options.traceExporter
     ? [new ExportWarningExporter(options.traceExporter, logger, 'traceExporter')]
     : (await traceExportersFromEnv()).map((exporter) => new ExportWarningExporter(exporter, logger, otlpDestination()));
   const tuning = batchTuningFromEnv(process.env, logger); // once, so a bad value is warned about once
-  return exporters.map((exporter) => batchProcessorFromEnv(new RetryingExporter(exporter, logger, options.exportBuffer), tuning));
+  owned.exporters = exporters.map((exporter) => new RetryingExporter(exporter, logger, options.exportBuffer));
+  return owned.exporters.map((exporter) => batchProcessorFromEnv(exporter, tuning));
 }

@@ -1,11 +1,11 @@
 import { metrics } from '@opentelemetry/api';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { RetryingExporter } from '../../src/export/index.js';
+import { OtlpHttpTraceExporter } from '../../src/export/otlp-http-exporter.js';
 import { freePort } from '../support/node.js';
 import { otlpReceiver } from '../support/otlp-receiver.js';
 import { startService } from '../support/service.js';
@@ -86,7 +86,7 @@ describe('RetryingExporter bounds', () => {
   it('keeps at most maxSpans for a collector that stays down, dropping (and counting) the oldest', async () => {
     const port = await freePort();
     const retrying = new RetryingExporter(
-      new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }),
+      new OtlpHttpTraceExporter('json', { url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }),
       quiet,
       {
         maxSpans: 10,
@@ -110,7 +110,7 @@ describe('RetryingExporter bounds', () => {
   it('keeps at most maxBytes, however few the spans: big spans push the oldest out', async () => {
     const port = await freePort();
     const retrying = new RetryingExporter(
-      new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }),
+      new OtlpHttpTraceExporter('json', { url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }),
       quiet,
       {
         maxBytes: 1_000_000,
@@ -137,7 +137,7 @@ describe('RetryingExporter bounds', () => {
     metrics.setGlobalMeterProvider(meters);
     const port = await freePort();
     const retrying = new RetryingExporter(
-      new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }),
+      new OtlpHttpTraceExporter('json', { url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 200 }),
       quiet,
       {
         maxSpans: 2,
@@ -165,7 +165,7 @@ describe('RetryingExporter bounds', () => {
   it('a batch dropped for room while it was being sent does not take the next one with it: every span is sent, dropped or kept, once', async () => {
     const port = await freePort();
     const retrying = new RetryingExporter(
-      new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 2_000 }),
+      new OtlpHttpTraceExporter('json', { url: `http://127.0.0.1:${String(port)}/v1/traces`, timeoutMillis: 2_000 }),
       quiet,
       {
         maxSpans: 2,
@@ -195,7 +195,7 @@ describe('RetryingExporter bounds', () => {
   });
 
   it('refuses a bound that is not a positive integer, naming it', () => {
-    const exporter = new OTLPTraceExporter();
+    const exporter = new OtlpHttpTraceExporter('json');
     expect(() => new RetryingExporter(exporter, quiet, { maxBytes: 0 })).toThrow(/exportBuffer\.maxBytes/);
     expect(() => new RetryingExporter(exporter, quiet, { maxSpans: 1.5 })).toThrow(/exportBuffer\.maxSpans/);
   });
@@ -207,7 +207,7 @@ describe('RetryingExporter bounds', () => {
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as AddressInfo;
-    const retrying = new RetryingExporter(new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}/v1/traces` }), quiet, {
+    const retrying = new RetryingExporter(new OtlpHttpTraceExporter('json', { url: `http://127.0.0.1:${String(port)}/v1/traces` }), quiet, {
       initialBackoffMs: 10,
     });
     const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: retrying })] });

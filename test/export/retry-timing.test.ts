@@ -1,8 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { RetryingExporter } from '../../src/export/index.js';
+import { OtlpGrpcTraceExporter } from '../../src/export/otlp-grpc-exporter.js';
 import { retryAdvice } from '../../src/export/retry-advice.js';
 import { freePort } from '../support/node.js';
 import { endedSpans, exportThrough, FakeCollector, REFUSED, warnings } from './support.js';
@@ -172,7 +172,7 @@ describe('OTLP/gRPC, on loopback', () => {
 
   it('a collector not listening (UNAVAILABLE): the batch is kept for a retry, not dropped as refused for good', async () => {
     const port = await freePort();
-    const retrying = new RetryingExporter(new OTLPTraceExporter({ url: `http://127.0.0.1:${String(port)}` }), warnings().logger);
+    const retrying = new RetryingExporter(new OtlpGrpcTraceExporter({ url: `http://127.0.0.1:${String(port)}` }), warnings().logger);
     try {
       await exportThrough(retrying, endedSpans('s', 2));
       expect(retrying.dropped).toBe(0);
@@ -188,7 +188,7 @@ describe('OTLP/gRPC, on loopback', () => {
       metadata.set('grpc-status-details-bin', statusWithRetryDelay(7_000));
       callback({ code: grpc.status.RESOURCE_EXHAUSTED, details: 'slow down', metadata });
     });
-    const otlp = new OTLPTraceExporter({ url: server.url });
+    const otlp = new OtlpGrpcTraceExporter({ url: server.url });
     const retrying = new RetryingExporter(otlp, warnings().logger);
     try {
       expect(retryAdvice(await exportThrough(otlp, endedSpans('direct', 1)))).toEqual({ retryable: true, afterMs: 7_000 });
@@ -206,7 +206,7 @@ describe('OTLP/gRPC, on loopback', () => {
       const server = await collector((callback) => {
         callback({ code, details: 'no' });
       });
-      const retrying = new RetryingExporter(new OTLPTraceExporter({ url: server.url }), warnings().logger);
+      const retrying = new RetryingExporter(new OtlpGrpcTraceExporter({ url: server.url }), warnings().logger);
       try {
         await exportThrough(retrying, endedSpans('s', 2));
         expect(retrying.dropped).toBe(2);
