@@ -15,3 +15,4 @@ export {
   type EnvCorrection,
 } from './env-warnings.js';
 export { MINIMUM_NODE, unsupportedNode } from './node-version.js';
+export { apiCopyFrom, appApiMismatch, type ApiCopy } from './api-version.js';

@@ -45,9 +45,17 @@ export class OtlpSendError extends OTLPExporterError {
     code?: number,
     data?: string,
     readonly retryAfterMs?: number,
+    /** `false`: another try would fail the same way (a TLS or certificate error, an oversized answer). */
+    readonly retryable?: boolean,
   ) {
     super(message, code, data);
   }
+}
+
+/** `err` as an error the retrier will not retry, whatever code it carries (a TLS error's is a string). */
+function notRetryable(err: unknown): OtlpSendError {
+  const error = err instanceof Error ? err : new Error(String(err));
+  return Object.assign(new OtlpSendError(error.message, undefined, undefined, undefined, false), { cause: error });
 }
 
 /**
@@ -95,8 +103,18 @@ class OneShotHttpTransport implements IExporterTransport {
   constructor(private readonly options: HttpOptions) {}
 
   async send(data: Uint8Array, timeoutMillis: number): Promise<ExportResponse> {
+    // Kept from the start: an abort while the client loads, the headers resolve or the body is
+    // compressed ends this send too, before any request is made.
+    const send: { aborted: boolean; req?: import('node:http').ClientRequest } = { aborted: false };
+    const ended = this.#underWay.add(() => {
+      send.aborted = true;
+      send.req?.destroy(new OtlpSendError('export ended: the exit flush ran out of time'));
+    });
     try {
-      const { agent, request } = await (this.#client ??= this.#loadClient());
+      const { agent, request } = await (this.#client ??= this.#loadClient().catch((err: unknown) => {
+        this.#client = undefined; // the next export tries again
+        throw err;
+      }));
       const headers: Record<string, string> = { ...(await this.options.headers()) };
       headers['User-Agent'] = this.options.userAgent ? `${this.options.userAgent} ${USER_AGENT}` : USER_AGENT;
       let body = data;
@@ -104,9 +122,12 @@ class OneShotHttpTransport implements IExporterTransport {
         body = await gzip(data);
         headers['Content-Encoding'] = 'gzip';
       }
-      return await this.#post(request, agent, headers, body, timeoutMillis);
+      if (send.aborted) return { status: 'retryable', error: new OtlpSendError('export ended: the exit flush ran out of time') };
+      return await this.#post(request, agent, headers, body, timeoutMillis, send);
     } catch (err) {
-      return { status: 'failure', error: err instanceof Error ? err : new Error(String(err)) };
+      return { status: 'failure', error: notRetryable(err) };
+    } finally {
+      ended();
     }
   }
 
@@ -135,6 +156,7 @@ class OneShotHttpTransport implements IExporterTransport {
     headers: Record<string, string>,
     body: Uint8Array,
     timeoutMillis: number,
+    send: { req?: import('node:http').ClientRequest },
   ): Promise<ExportResponse> {
     return new Promise((resolve) => {
       const req = request(new URL(this.options.url), { method: 'POST', headers, agent }, (res) => {
@@ -144,7 +166,16 @@ class OneShotHttpTransport implements IExporterTransport {
           size += chunk.length;
           if (size > MAX_RESPONSE_BYTES) {
             res.destroy();
-            resolve({ status: 'failure', error: new OtlpSendError(`the collector's answer exceeded ${MAX_RESPONSE_BYTES} bytes`) });
+            resolve({
+              status: 'failure',
+              error: new OtlpSendError(
+                `the collector's answer exceeded ${MAX_RESPONSE_BYTES} bytes`,
+                undefined,
+                undefined,
+                undefined,
+                false,
+              ),
+            });
             return;
           }
           chunks.push(chunk);
@@ -167,12 +198,11 @@ class OneShotHttpTransport implements IExporterTransport {
           resolve(RETRYABLE_STATUSES.has(status) ? { status: 'retryable', error } : { status: 'failure', error });
         });
       });
-      const ended = this.#underWay.add(() => req.destroy(new OtlpSendError('export ended: the exit flush ran out of time')));
-      req.once('close', ended);
+      send.req = req;
       req.setTimeout(timeoutMillis, () => req.destroy(new OtlpSendError('export timed out')));
       req.on('error', (error: NodeJS.ErrnoException) => {
         const retryable = error instanceof OtlpSendError || RETRYABLE_NETWORK_ERRORS.has(error.code ?? '');
-        resolve(retryable ? { status: 'retryable', error } : { status: 'failure', error });
+        resolve(retryable ? { status: 'retryable', error } : { status: 'failure', error: notRetryable(error) });
       });
       req.end(body);
     });

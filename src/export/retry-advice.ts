@@ -24,7 +24,8 @@ const RESOURCE_EXHAUSTED = 8;
  * `google.rpc.RetryInfo` (the OTLP/gRPC way to say when).
  */
 export function retryAdvice(result: ExportResult): RetryAdvice {
-  const error = result.error as { code?: unknown; metadata?: unknown; retryAfterMs?: unknown } | undefined;
+  const error = result.error as { code?: unknown; metadata?: unknown; retryAfterMs?: unknown; retryable?: unknown } | undefined;
+  if (error?.retryable === false) return { retryable: false }; // lifeline's exporter knows another try is futile
   const code = error?.code;
   if (typeof code !== 'number') return { retryable: true };
   if (code >= 100) {

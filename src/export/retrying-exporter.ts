@@ -135,8 +135,8 @@ export class RetryingExporter implements SpanExporter {
 
   /**
    * Runs `flush` (the tracer provider's, which exports through this exporter) at the process's
-   * natural end, within `budgetMs`: every batch gets one attempt, as no retry would come before the
-   * process exits; sends still under way when the budget runs out are ended (when the exporter can
+   * natural end, within `budgetMs`: batches are sent once each, in order, until one fails (no retry
+   * would come before the process exits); sends still under way when the budget runs out are ended (when the exporter can
    * end them: `AbortableSends`) and later batches are not sent; whatever was not delivered,
    * kept batches included, is dropped (reason `exit`) and said at once, in one line. A collector
    * that refuses connections costs the process nothing, a blackholed one `budgetMs`.
@@ -157,6 +157,12 @@ export class RetryingExporter implements SpanExporter {
       if (this.#budgetLeft()) await this.#drain();
       else await this.#sending;
     } finally {
+      if (this.#sending !== undefined) {
+        // The flush failed with a send under way: it ends first, so its batch is counted once, here.
+        this.#exiting = 'over';
+        if (canAbortSends(this.exporter)) this.exporter.abortSends();
+        await this.#sending.catch(() => undefined);
+      }
       clearTimeout(budget);
       this.#exiting = undefined;
       this.#drop(this.#pendingSpans, 'exit');

@@ -8,7 +8,7 @@
 // Nothing heavy is imported statically: the Node version is checked before any dependency loads
 // (an old Node would otherwise crash deep inside one), and tooling processes that inherit
 // `NODE_OPTIONS` (npm, npx, yarn, pnpm) skip lifeline without loading it.
-import { basename } from 'node:path';
+import { basename, join } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import { unsupportedNode } from '../config/index.js';
 import { errorText } from '../errors/index.js';
@@ -73,6 +73,11 @@ async function start(): Promise<void> {
       esmHook: config.esmHook,
       autoInstrumentations: config.autoInstrumentations ? 'if-installed' : false,
     });
+    // lifeline brings its own OpenTelemetry API; an app on an older 1.x reads what it registered.
+    const { appApiMismatch } = await import('../config/index.js');
+    const { loggerOrDefault } = await import('../log/index.js');
+    const mismatch = appApiMismatch(main === '' ? join(process.cwd(), 'index.js') : main);
+    if (mismatch !== undefined) loggerOrDefault(logger)[mismatch.level]({}, `lifeline: ${mismatch.message}`);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (

@@ -1,7 +1,7 @@
 import type { Instrumentation } from '@opentelemetry/instrumentation';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { LifelineError } from '../index.js';
 import { errorText } from '../errors/index.js';
 
@@ -9,17 +9,20 @@ const PACKAGE = '@opentelemetry/auto-instrumentations-node';
 
 export interface AutoInstrumentationsPackage {
   getNodeAutoInstrumentations(configs: Record<string, object>): Instrumentation[];
+  /** Where it was loaded from (a file path): its instrumentations use the OpenTelemetry packages found from there. */
+  from: string;
 }
 
 /**
- * Beside lifeline (an ordinary npm install) its ES module build, which shares lifeline's copies of
- * the OpenTelemetry packages; else (pnpm's strict layout) the copy the app's main module resolves,
- * whose CommonJS build loads copies of its own.
+ * The copy found from lifeline's own folder (the app's, in an ordinary npm install: lifeline bundles
+ * no auto-instrumentations), its ES module build; else (pnpm's strict layout) the copy the app's
+ * main module resolves, its CommonJS build.
  */
 async function load(): Promise<AutoInstrumentationsPackage | undefined> {
   const specifier: string = PACKAGE; // not a dependency of lifeline: resolved at run time only
   try {
-    return (await import(specifier)) as AutoInstrumentationsPackage;
+    const loaded = (await import(specifier)) as Omit<AutoInstrumentationsPackage, 'from'>;
+    return { getNodeAutoInstrumentations: loaded.getNodeAutoInstrumentations, from: fileURLToPath(import.meta.resolve(specifier)) };
   } catch (err) {
     // Only the package itself missing means "not installed"; a dependency of it missing is a broken install, said as it is.
     if (!notFound(err)) throw broken(err);
@@ -31,7 +34,8 @@ async function load(): Promise<AutoInstrumentationsPackage | undefined> {
     return undefined;
   }
   try {
-    return (await import(pathToFileURL(resolved).href)) as AutoInstrumentationsPackage;
+    const loaded = (await import(pathToFileURL(resolved).href)) as Omit<AutoInstrumentationsPackage, 'from'>;
+    return { getNodeAutoInstrumentations: loaded.getNodeAutoInstrumentations, from: resolved };
   } catch (err) {
     throw broken(err);
   }

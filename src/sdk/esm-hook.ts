@@ -23,11 +23,22 @@ export function instrumentedModules(instrumentations: readonly Instrumentation[]
  * Lets OpenTelemetry's instrumentations patch modules an ES module app imports. Prefers the
  * in-thread `module.registerHooks` loader where the Node version supports it (no loader thread:
  * faster start-up, less memory), else the off-thread `module.register` one. The loader is
- * import-in-the-middle, resolved from `@opentelemetry/instrumentation` so that it is the copy
- * whose `Hook` registrations the instrumentations make.
+ * import-in-the-middle, resolved from the `@opentelemetry/instrumentation` that `from` (a file of
+ * the package whose instrumentations patch the modules: the app's auto-instrumentations, or
+ * lifeline) finds, so that it is the copy whose `Hook` registrations those instrumentations make;
+ * lifeline's own copy if that one has no loader to offer.
  */
-export async function installEsmHook(include: readonly string[]): Promise<EsmHookMode> {
-  const fromInstrumentation = createRequire(createRequire(import.meta.url).resolve('@opentelemetry/instrumentation'));
+export async function installEsmHook(include: readonly string[], from: string = import.meta.filename): Promise<EsmHookMode> {
+  try {
+    return await installFrom(from, include);
+  } catch (err) {
+    if (from === import.meta.filename) throw err;
+    return installFrom(import.meta.filename, include);
+  }
+}
+
+async function installFrom(from: string, include: readonly string[]): Promise<EsmHookMode> {
+  const fromInstrumentation = createRequire(createRequire(from).resolve('@opentelemetry/instrumentation'));
   const loaderUrl = (file: string): string => pathToFileURL(fromInstrumentation.resolve(`import-in-the-middle/${file}`)).href;
   const sync = (await import(loaderUrl('supports-sync-hooks.mjs'))) as { supportsSyncHooks(): boolean };
   if (sync.supportsSyncHooks()) {

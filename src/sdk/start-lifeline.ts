@@ -3,7 +3,7 @@ import { HttpInstrumentation, type HttpInstrumentationConfig } from '@openteleme
 import type { UndiciInstrumentationConfig } from '@opentelemetry/instrumentation-undici';
 import type { NodeSDKConfiguration } from '@opentelemetry/sdk-node';
 import type { Sampler, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
-import { warnEnvCorrections, withCorrectedEnv } from '../config/index.js';
+import { apiCopyFrom, warnEnvCorrections, withCorrectedEnv } from '../config/index.js';
 import { LifelineError } from '../index.js';
 import { loggerOrDefault } from '../log/index.js';
 import { autoInstrumentations } from './auto-instrumentations.js';
@@ -126,12 +126,12 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
   );
   try {
     // Every module first, then every instrumentation at once: see lifelineParts' instrumentations.
-    const [{ NodeSDK }, makeInstrumentations, spanProcessors] = await Promise.all([
+    const [{ NodeSDK }, chosen, spanProcessors] = await Promise.all([
       import('@opentelemetry/sdk-node'),
       instrumentationsOf(options),
       exportingProcessors(options, owned),
     ]);
-    const instrumentations = [...parts.instrumentations, ...makeInstrumentations(parts), ...(options.instrumentations ?? [])];
+    const instrumentations = [...parts.instrumentations, ...chosen.make(parts), ...(options.instrumentations ?? [])];
     const sampler = options.sampler ?? samplerFromEnv(process.env, loggerOrDefault(options.logger));
     const config: Partial<NodeSDKConfiguration> = {
       sampler: options.evidence === false ? sampler : new EvidenceSampler(sampler),
@@ -153,7 +153,8 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
       sdk.start();
     });
     owned.sdk = sdk;
-    if (options.esmHook) await installEsmHook(instrumentedModules(instrumentations));
+    refusedRegistration();
+    if (options.esmHook) await installEsmHook(instrumentedModules(instrumentations), chosen.from);
     return await parts.start();
   } catch (err) {
     await parts.discard();
@@ -166,27 +167,32 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
  * Loads lifeline's instrumentations, or the auto-instrumentations, and returns what makes them
  * (configured with lifeline's hooks) without loading anything more.
  */
-async function instrumentationsOf(options: LifelineOptions): Promise<(parts: LifelineParts) => Instrumentation[]> {
+async function instrumentationsOf(options: LifelineOptions): Promise<{ make: (parts: LifelineParts) => Instrumentation[]; from?: string }> {
   if (options.autoInstrumentations) {
     const auto = await autoInstrumentations(options.autoInstrumentations === true);
     if (auto !== undefined)
-      return (parts) =>
-        auto.getNodeAutoInstrumentations({
-          '@opentelemetry/instrumentation-http': parts.httpConfig(options.http),
-          '@opentelemetry/instrumentation-undici': options.undici ?? {},
-        });
+      return {
+        make: (parts) =>
+          auto.getNodeAutoInstrumentations({
+            '@opentelemetry/instrumentation-http': parts.httpConfig(options.http),
+            '@opentelemetry/instrumentation-undici': options.undici ?? {},
+          }),
+        from: auto.from, // the app's copy: its instrumentations hook ES modules through the app's loader copy
+      };
   }
   const [{ GrpcInstrumentation }, { UndiciInstrumentation }, { PinoInstrumentation }] = await Promise.all([
     import('@opentelemetry/instrumentation-grpc'),
     import('@opentelemetry/instrumentation-undici'),
     import('@opentelemetry/instrumentation-pino'),
   ]);
-  return (parts) => [
-    new GrpcInstrumentation(), // after lifeline's gRPC deadlines (parts.instrumentations), so deadlines reach handlers it wraps
-    new UndiciInstrumentation(options.undici),
-    new HttpInstrumentation(parts.httpConfig(options.http)),
-    new PinoInstrumentation(), // trace_id / span_id on every pino line written inside a span
-  ];
+  return {
+    make: (parts) => [
+      new GrpcInstrumentation(), // after lifeline's gRPC deadlines (parts.instrumentations), so deadlines reach handlers it wraps
+      new UndiciInstrumentation(options.undici),
+      new HttpInstrumentation(parts.httpConfig(options.http)),
+      new PinoInstrumentation(), // trace_id / span_id on every pino line written inside a span
+    ],
+  };
 }
 
 /**
@@ -202,4 +208,20 @@ async function exportingProcessors(options: LifelineOptions, owned: { exporters?
   const tuning = batchTuningFromEnv(process.env, logger); // once, so a bad value is warned about once
   owned.exporters = exporters.map((exporter) => new RetryingExporter(exporter, logger, options.exportBuffer));
   return owned.exporters.map((exporter) => batchProcessorFromEnv(exporter, tuning));
+}
+
+/**
+ * Throws when OpenTelemetry's globals were stamped by another copy of the API before lifeline
+ * registered its own (the API refuses a registration from any other version: an app that called
+ * its own `diag.setLogger` first, say): lifeline's tracer provider, context manager and propagator
+ * would all be refused, and it would record nothing.
+ */
+function refusedRegistration(): void {
+  const registered = (globalThis as Record<symbol, { version?: unknown } | undefined>)[Symbol.for('opentelemetry.js.api.1')]?.version;
+  const own = apiCopyFrom(import.meta.filename)?.version;
+  if (typeof registered !== 'string' || own === undefined || registered === own) return;
+  throw new LifelineError(
+    'ERR_ALREADY_STARTED',
+    `OpenTelemetry's globals were first registered by @opentelemetry/api ${registered}, and lifeline's ${own} may not register its own beside them: start lifeline before anything calls the API's set* functions (diag.setLogger…), e.g. with --import otel-lifeline/register, or use @opentelemetry/api ${own}`,
+  );
 }

@@ -31,14 +31,17 @@ function runJob(dir: string, nodeArgs: string[], env: NodeJS.ProcessEnv): Promis
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
     const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    let exitedAt = 0;
     child.on('error', reject);
-    child.once('exit', () => (exitedAt = Date.now()));
-    // 'close' comes after 'exit' and after the output's end: all of it is read.
+    // 'close' comes after the output's end: all of it is read. The job prints when it exits.
     child.on('close', (code) => {
       clearTimeout(timer);
       const done = /\{"msg":"done","at":(\d+)\}/.exec(output);
-      resolve({ code, exitDelayMs: done?.[1] === undefined ? Number.NaN : exitedAt - Number(done[1]), output });
+      const exit = /\{"msg":"exit","at":(\d+)\}/.exec(output);
+      resolve({
+        code,
+        exitDelayMs: done?.[1] === undefined || exit?.[1] === undefined ? Number.NaN : Number(exit[1]) - Number(done[1]),
+        output,
+      });
     });
   });
 }
@@ -80,8 +83,9 @@ describe('a job that ends on its own, under register mode (esm-express-fetch: np
 
     const collector = await startCollector();
     try {
-      await delays('register mode, collector up', REGISTER, { OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint });
+      const up = await delays('register mode, collector up', REGISTER, { OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint });
       expect(collector.exports(), 'the flush at the end delivered the job’s spans').toBeGreaterThanOrEqual(RUNS);
+      for (const run of up.runs) expect(run.output, 'nothing dropped').not.toContain('spans dropped');
     } finally {
       await collector.close();
     }

@@ -27,23 +27,40 @@ describe('the npm package (npm pack)', () => {
       .map((file) => file.replace(/^package\//, ''));
   });
 
-  it('holds dist, README and package.json (and LICENSE when the repository has one), nothing else', () => {
+  it('holds dist, README and package.json (and LICENSE when the repository has one), and its bundled dependencies, nothing else', async () => {
     expect(files).toContain('package.json');
     expect(files).toContain('README.md');
     if (existsSync(join(ROOT, 'LICENSE'))) expect(files).toContain('LICENSE');
-    const outside = files.filter((file) => !file.startsWith('dist/') && !['package.json', 'README.md', 'LICENSE'].includes(file));
+    const outside = files.filter(
+      (file) => !file.startsWith('dist/') && !file.startsWith('node_modules/') && !['package.json', 'README.md', 'LICENSE'].includes(file),
+    );
     expect(outside).toEqual([]);
+    // Every dependency travels inside the tarball (npm then never fits them into an app's tree), and
+    // no development tool with them.
+    const manifest = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+      devDependencies: Record<string, string>;
+      bundleDependencies: string[];
+    };
+    expect([...manifest.bundleDependencies].sort()).toEqual(Object.keys(manifest.dependencies).sort());
+    const packed = new Set(
+      files.filter((file) => /^node_modules\/(@[^/]+\/)?[^/]+\/package\.json$/.test(file)).map((file) => file.slice(13, -13)),
+    );
+    for (const name of Object.keys(manifest.dependencies)) expect(packed, name).toContain(name);
+    for (const tool of ['vitest', 'typescript', 'eslint', 'prettier', 'node', 'pg', 'ioredis']) expect(packed, tool).not.toContain(tool);
   });
 
-  it('holds no tests, TypeScript sources, caches or local state', () => {
-    const unwanted = files.filter(
-      (file) =>
-        /(^|\/)(test|tests|__tests__|fixtures|\.cache|node_modules|\.git)\//.test(file) ||
-        /\.test\.[cm]?[jt]s$/.test(file) ||
-        (/\.[cm]?ts$/.test(file) && !/\.d\.[cm]?ts$/.test(file)) ||
-        /\.(tgz|log|tsbuildinfo)$/.test(file) ||
-        /(^|\/)\.env/.test(file),
-    );
+  it('holds no tests, TypeScript sources, caches or local state of its own', () => {
+    const unwanted = files
+      .filter((file) => !file.startsWith('node_modules/'))
+      .filter(
+        (file) =>
+          /(^|\/)(test|tests|__tests__|fixtures|\.cache|node_modules|\.git)\//.test(file) ||
+          /\.test\.[cm]?[jt]s$/.test(file) ||
+          (/\.[cm]?ts$/.test(file) && !/\.d\.[cm]?ts$/.test(file)) ||
+          /\.(tgz|log|tsbuildinfo)$/.test(file) ||
+          /(^|\/)\.env/.test(file),
+      );
     expect(unwanted).toEqual([]);
   });
 

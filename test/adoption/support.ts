@@ -3,7 +3,7 @@
  * packed tarball with npm, and run as their users run them (npm scripts, real processes, loopback only).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -73,11 +73,21 @@ export function describeRun(what: string, result: RunResult): string {
 /**
  * Copies fixture service `name` to a fresh directory outside the repository (nothing can resolve
  * from the repository's node_modules there) and installs the lifeline tarball plus the service's
- * own dependencies with npm.
+ * own dependencies with npm; `editPackage` changes the copy's package.json first (a pinned version).
  */
-export async function installService(name: string, tarball: string): Promise<{ dir: string; install: RunResult }> {
+export async function installService(
+  name: string,
+  tarball: string,
+  editPackage?: (pkg: { dependencies?: Record<string, string> }) => void,
+): Promise<{ dir: string; install: RunResult }> {
   const dir = await mkdtemp(join(tmpdir(), `lifeline-adoption-${name}-`));
   await cp(join(SERVICES_DIR, name), dir, { recursive: true });
+  if (editPackage !== undefined) {
+    const file = join(dir, 'package.json');
+    const pkg = JSON.parse(await readFile(file, 'utf8')) as { dependencies?: Record<string, string> };
+    editPackage(pkg);
+    await writeFile(file, `${JSON.stringify(pkg, null, 2)}\n`);
+  }
   const install = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], {
     cwd: dir,
     env: serviceEnv(),
@@ -99,14 +109,16 @@ export async function removeDir(dir: string | undefined): Promise<void> {
  */
 export const EVIDENCE_MODULE = `
 import { appendFileSync } from 'node:fs';
-import { propagation, trace } from '@opentelemetry/api';
-const provider = trace.getTracerProvider();
-const delegate = typeof provider.getDelegate === 'function' ? provider.getDelegate() : provider;
+// OpenTelemetry's global API registry, read directly: the service need not have an API of its own
+// (lifeline brings its copy inside its package).
+const api = globalThis[Symbol.for('opentelemetry.js.api.1')] ?? {};
+const provider = api.trace;
+const delegate = typeof provider?.getDelegate === 'function' ? provider.getDelegate() : provider;
 appendFileSync(process.env.ADOPTION_EVIDENCE_FILE, JSON.stringify({
   pid: process.pid,
   argv: process.argv.slice(1),
-  tracerProvider: delegate.constructor.name,
-  propagationFields: propagation.fields(),
+  tracerProvider: delegate?.constructor.name ?? 'NoopTracerProvider',
+  propagationFields: typeof api.propagation?.fields === 'function' ? api.propagation.fields() : [],
 }) + '\\n');
 `;
 

@@ -27,12 +27,15 @@ function runJob(nodeArgs: string[], env: NodeJS.ProcessEnv): Promise<Exit> {
     let output = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-    let exitedAt = 0;
-    child.once('exit', () => (exitedAt = Date.now()));
     child.on('error', reject);
     child.on('close', (code) => {
       const done = /\{"msg":"done","at":(\d+)\}/.exec(output);
-      resolve({ code, exitDelayMs: done?.[1] === undefined ? Number.NaN : exitedAt - Number(done[1]), output });
+      const exit = /\{"msg":"exit","at":(\d+)\}/.exec(output);
+      resolve({
+        code,
+        exitDelayMs: done?.[1] === undefined || exit?.[1] === undefined ? Number.NaN : Number(exit[1]) - Number(done[1]),
+        output,
+      });
     });
   });
 }
@@ -42,7 +45,9 @@ beforeAll(() => {
   host = createTestHost();
   host.blackhole(4318);
 });
-afterAll(() => { host.destroy(); });
+afterAll(() => {
+  host.destroy();
+});
 
 describe('a blackholed collector at a job’s natural end', () => {
   it.each([
