@@ -6,7 +6,8 @@
  */
 
 import { healthIntervalFromEnv } from './config/index.js';
-import { processCatalog } from './health/index.js';
+import { processCatalog, type Health } from './health/index.js';
+import { serveGrpcHealth, type GrpcServerLike } from './probe/index.js';
 
 export { LifelineError, type LifelineErrorCode } from './errors/index.js';
 export {
@@ -35,6 +36,7 @@ export {
   type RegisterOptions,
 } from './health/index.js';
 export { startProbeServer, type HealthView, type ProbeServer, type ProbeServerOptions } from './probe/index.js';
+export { GRPC_HEALTH_SERVICES, type GrpcServerLike } from './probe/index.js';
 export {
   startWatchdog,
   type BlockedFrame,
@@ -137,3 +139,27 @@ export {
  * ```
  */
 export const health = processCatalog(() => healthIntervalFromEnv());
+
+/**
+ * Answers gRPC's standard health protocol (`grpc.health.v1.Health`, `Check` and `Watch`) on the
+ * app's grpc-js `server` from the catalog's verdicts (default the process-wide `health`), so
+ * Kubernetes' native gRPC probes (`grpc: { port, service }`) work: service `""` (or `"live"`) is
+ * liveness, `"ready"` readiness, `"startup"` the startup probe (`GRPC_HEALTH_SERVICES`); any other
+ * name is `NOT_FOUND` to `Check` and `SERVICE_UNKNOWN` to `Watch`, whose stream sends the status at
+ * once and then each change. Register mode adds it to every grpc-js server the app binds, unless
+ * the app adds a health service of its own (`LIFELINE_GRPC_HEALTH=off` to never add it). Returns
+ * the function that removes it.
+ *
+ * @example
+ * ```ts
+ * import { Server, ServerCredentials } from '@grpc/grpc-js';
+ * import { addGrpcHealthService } from 'otel-lifeline';
+ *
+ * const server = new Server();
+ * addGrpcHealthService(server); // in the pod: livenessProbe: { grpc: { port: 50051 } }
+ * server.bindAsync('0.0.0.0:50051', ServerCredentials.createInsecure(), () => undefined);
+ * ```
+ */
+export function addGrpcHealthService(server: GrpcServerLike, options: { health?: Health } = {}): () => void {
+  return serveGrpcHealth(server, options.health ?? health);
+}

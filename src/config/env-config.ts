@@ -25,6 +25,8 @@ export interface EnvConfig {
   deadlineHeaderHosts?: 'internal' | 'all' | 'none' | string[];
   /** `LIFELINE_ENVOY_UPSTREAM_TIMEOUT=on`: calls to those hosts also carry Envoy's `x-envoy-upstream-rq-timeout-ms` (`envoyUpstreamTimeout`). */
   envoyUpstreamTimeout: boolean;
+  /** `LIFELINE_GRPC_HEALTH=off`: no `grpc.health.v1.Health` on the app's grpc-js servers (`grpcHealth`). */
+  grpcHealth: boolean;
   /** `LIFELINE_EXPORT_BUFFER_SPANS`, `LIFELINE_EXPORT_BUFFER_BYTES`: what is kept for a retry (`exportBuffer`). */
   exportBuffer: { maxSpans?: number; maxBytes?: number };
   /** `LIFELINE_PROBE_MAX_CONNECTIONS`, `LIFELINE_PROBE_MAX_CONNECTIONS_PER_ADDRESS`, `LIFELINE_PROBE_MAX_OVERFLOW_CONNECTIONS`, `LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND`: the probe server's limits. */
@@ -66,6 +68,7 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
   const headersTimeoutMs = integer(env, 'LIFELINE_HEADERS_TIMEOUT_MS', 0, 86_400_000) ?? DEFAULT_HEADERS_TIMEOUT_MS;
   const deadlineHeaderHosts = headerHostsFromEnv(env, 'LIFELINE_DEADLINE_HEADER_HOSTS');
   const envoyUpstreamTimeout = oneOfEnv(env, 'LIFELINE_ENVOY_UPSTREAM_TIMEOUT', SWITCH) ?? 'off';
+  const grpcHealth = oneOfEnv(env, 'LIFELINE_GRPC_HEALTH', SWITCH) ?? 'on';
   const maxSpans = integer(env, 'LIFELINE_EXPORT_BUFFER_SPANS', 1, 10_000_000);
   const maxBytes = integer(env, 'LIFELINE_EXPORT_BUFFER_BYTES', 1, 2 ** 40);
   const maxConnections = integer(env, 'LIFELINE_PROBE_MAX_CONNECTIONS', 1, 1_000_000);
@@ -89,6 +92,7 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
     autoInstrumentations: autoInstrumentations === 'on',
     headersTimeoutMs,
     envoyUpstreamTimeout: envoyUpstreamTimeout === 'on',
+    grpcHealth: grpcHealth === 'on',
     ...(deadlineHeaderHosts === undefined ? {} : { deadlineHeaderHosts }),
     probe: port === 0 ? false : { ...(port === undefined ? {} : { port }), ...(probeHost === undefined ? {} : { host: probeHost }) },
     ...(healthIntervalMs === undefined ? {} : { healthIntervalMs }),

@@ -49,6 +49,7 @@ async function start(): Promise<void> {
       exportBuffer: config.exportBuffer,
       watchdog: config.watchdog,
       ...(config.evidence ? {} : { evidence: false as const }),
+      ...(config.grpcHealth ? {} : { grpcHealth: false }),
       deadlines: {
         headersTimeoutMs: config.headersTimeoutMs,
         ...(config.defaultTimeoutMs === undefined ? {} : { defaultTimeoutMs: config.defaultTimeoutMs }),

@@ -57,6 +57,7 @@ import {
   type ProbeServerOptions,
 } from '../index.js';
 import { GrpcDeadlineInstrumentation } from './grpc-deadline-instrumentation.js';
+import { GrpcHealthInstrumentation } from './grpc-health-instrumentation.js';
 import { watchEnding } from './process-ending.js';
 
 // Required, not imported: see the probe server (an ES import of node:http sets a global).
@@ -97,6 +98,12 @@ export interface LifelinePartsOptions {
    * signal ends it at once). `false` leaves both signals alone. Default true.
    */
   handleSigterm?: boolean;
+  /**
+   * Answers gRPC's health protocol (`grpc.health.v1.Health`) from the catalog on every grpc-js
+   * server the app binds, for Kubernetes' native gRPC probes (see `addGrpcHealthService`); a
+   * server where the app adds a health service of its own keeps the app's. Default true.
+   */
+  grpcHealth?: boolean;
   /**
    * On an uncaught exception, or an unhandled rejection, that would end the process (the app has no
    * `uncaughtException` handler of its own): the error is printed as Node prints it, a span names
@@ -223,10 +230,11 @@ export function assembleParts(
   // early installs OpenTelemetry's require hook, and core modules required between then and the
   // making of the others (http, say) would be passed over for good.
   let grpcDeadlines: GrpcDeadlineInstrumentation | undefined;
+  let grpcHealth: GrpcHealthInstrumentation | undefined;
   const instrumentations = (): Instrumentation[] => {
-    if (deadlines === false) return [];
-    grpcDeadlines ??= new GrpcDeadlineInstrumentation({ ...deadlinePolicy, ...options.propagation });
-    return [grpcDeadlines];
+    if (deadlines !== false) grpcDeadlines ??= new GrpcDeadlineInstrumentation({ ...deadlinePolicy, ...options.propagation });
+    if (options.grpcHealth !== false) grpcHealth ??= new GrpcHealthInstrumentation({ health });
+    return [grpcDeadlines, grpcHealth].filter((instrumentation) => instrumentation !== undefined);
   };
   let probePort: number | undefined;
   let started = false;
@@ -370,6 +378,7 @@ export function assembleParts(
         http2Deadlines?.uninstall();
         ownDispatchers?.uninstall();
         grpcDeadlines?.disable();
+        grpcHealth?.disable();
         running = false;
         throw err;
       }
@@ -398,6 +407,7 @@ export function assembleParts(
               ownDispatchers?.uninstall();
               // NodeSDK's shutdown leaves instrumentations enabled: lifeline disables its own.
               grpcDeadlines?.disable();
+              grpcHealth?.disable();
               // Shutdown goes on whatever one part says; what failed is said.
               await member?.close();
               await probe?.close().catch((err: unknown) => {

@@ -5,10 +5,10 @@
  * service's stock report (src/stock-report.mjs), installed from the packed tarball: the exit delay
  * is the time from the job's last line (`done`, with its clock) to the process's exit.
  */
-import { spawn } from 'node:child_process';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer as createNetServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { runJob, type JobExit } from '../support/job-exit.js';
 import { closeServer, freePort, installService, listen, removeDir, serviceEnv, startCollector } from './support.js';
 
 const RUNS = 3;
@@ -16,35 +16,6 @@ const figures: string[] = [];
 afterAll(() => {
   if (figures.length > 0) console.log(`exit figures:\n${figures.map((line) => `  ${line}`).join('\n')}`);
 });
-
-interface JobRun {
-  code: number | null;
-  /** From the job's `done` line to the process's exit, in ms. */
-  exitDelayMs: number;
-  output: string;
-}
-
-function runJob(dir: string, nodeArgs: string[], env: NodeJS.ProcessEnv): Promise<JobRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs, 'src/stock-report.mjs'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('error', reject);
-    // 'close' comes after the output's end: all of it is read. The job prints when it exits.
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      const done = /\{"msg":"done","at":(\d+)\}/.exec(output);
-      const exit = /\{"msg":"exit","at":(\d+)\}/.exec(output);
-      resolve({
-        code,
-        exitDelayMs: done?.[1] === undefined || exit?.[1] === undefined ? Number.NaN : Number(exit[1]) - Number(done[1]),
-        output,
-      });
-    });
-  });
-}
 
 const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN;
 
@@ -63,10 +34,13 @@ describe('a job that ends on its own, under register mode (esm-express-fetch: np
     await removeDir(dir);
   });
 
-  async function delays(label: string, nodeArgs: string[], extra: NodeJS.ProcessEnv): Promise<{ median: number; runs: JobRun[] }> {
-    const runs: JobRun[] = [];
+  async function delays(label: string, nodeArgs: string[], extra: NodeJS.ProcessEnv): Promise<{ median: number; runs: JobExit[] }> {
+    const runs: JobExit[] = [];
     for (let i = 0; i < RUNS; i++) {
-      const run = await runJob(dir ?? '', nodeArgs, serviceEnv({ UPSTREAM_URL: upstreamUrl, OTEL_SERVICE_NAME: 'stock-report', ...extra }));
+      const run = await runJob('src/stock-report.mjs', nodeArgs, {
+        cwd: dir ?? '',
+        env: serviceEnv({ UPSTREAM_URL: upstreamUrl, OTEL_SERVICE_NAME: 'stock-report', ...extra }),
+      });
       expect(run.code, run.output).toBe(0);
       expect(run.exitDelayMs, run.output).not.toBeNaN();
       runs.push(run);

@@ -6,39 +6,13 @@
  * on the socket it is connecting), so that process waits for the kernel to give up on it; a gRPC
  * collector that takes the connection and never answers is tested in test/adoption/exit.test.ts.
  */
-import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runJob, type JobExit } from '../support/job-exit.js';
 import { createTestHost, type TestHost } from '../support/netns.js';
 import { ROOT } from '../support/node.js';
 
-interface Exit {
-  code: number | null;
-  exitDelayMs: number;
-  output: string;
-}
-
-function runJob(nodeArgs: string[], env: NodeJS.ProcessEnv): Promise<Exit> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs, 'test/fixtures/one-shot-job.mjs'], {
-      cwd: ROOT,
-      env: { ...process.env, LIFELINE_PROBE_PORT: '0', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      const done = /\{"msg":"done","at":(\d+)\}/.exec(output);
-      const exit = /\{"msg":"exit","at":(\d+)\}/.exec(output);
-      resolve({
-        code,
-        exitDelayMs: done?.[1] === undefined || exit?.[1] === undefined ? Number.NaN : Number(exit[1]) - Number(done[1]),
-        output,
-      });
-    });
-  });
-}
+const job = (nodeArgs: string[], env: NodeJS.ProcessEnv): Promise<JobExit> =>
+  runJob('test/fixtures/one-shot-job.mjs', nodeArgs, { cwd: ROOT, env: { ...process.env, LIFELINE_PROBE_PORT: '0', ...env } });
 
 let host: TestHost;
 beforeAll(() => {
@@ -54,9 +28,9 @@ describe('a blackholed collector at a job’s natural end', () => {
     ['http/protobuf', 4318],
     ['http/json', 4318],
   ])('OTLP %s: exits within 1 s of plain Node; the spans it could not send are said once', async (protocol, port) => {
-    const plain = await runJob([], {});
+    const plain = await job([], {});
     expect(plain.code, plain.output).toBe(0);
-    const lifeline = await runJob(['--import', 'otel-lifeline/register'], {
+    const lifeline = await job(['--import', 'otel-lifeline/register'], {
       OTEL_SERVICE_NAME: 'one-shot-job',
       OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://${host.ip}:${String(port)}`,

@@ -1,0 +1,81 @@
+import { InstrumentationBase, InstrumentationNodeModuleDefinition, type InstrumentationConfig } from '@opentelemetry/instrumentation';
+import type { Health } from '../health/index.js';
+import { GRPC_HEALTH_DEFINITION, serveGrpcHealth, type GrpcServerLike } from '../probe/index.js';
+
+/** Options of {@link GrpcHealthInstrumentation}: the catalog whose verdicts it serves. */
+export interface GrpcHealthInstrumentationConfig extends InstrumentationConfig {
+  health: Health;
+}
+
+type AddService = (this: GrpcServerLike, service: Record<string, { path?: string } | undefined>, implementation: object) => void;
+type BindAsync = (this: GrpcServerLike, ...args: unknown[]) => unknown;
+interface GrpcModule {
+  Server: { prototype: { addService: AddService; bindAsync: BindAsync } };
+}
+
+const HEALTH_PATHS: ReadonlySet<string> = new Set<string>(Object.values(GRPC_HEALTH_DEFINITION).map((method) => method.path));
+// Per server: how to take lifeline's health service off again, once it was added.
+const served = new WeakMap<object, () => void>();
+// Servers where the app added a health service of its own: lifeline stays out of them.
+const ownHealth = new WeakSet<object>();
+let adding = false;
+
+/**
+ * Adds `grpc.health.v1.Health` (see `addGrpcHealthService`) to every grpc-js server the app binds
+ * (`bindAsync`), so Kubernetes' gRPC probes answer from the catalog with nothing to change in the
+ * app. A server where the app adds a health service of its own keeps the app's: lifeline's is not
+ * added, or is taken off again if it was.
+ */
+// No private members: the base class patches already-loaded modules from inside its constructor.
+export class GrpcHealthInstrumentation extends InstrumentationBase<GrpcHealthInstrumentationConfig> {
+  constructor(config: GrpcHealthInstrumentationConfig) {
+    super('lifeline-grpc-health', '0.1.0', config);
+  }
+
+  protected init(): InstrumentationNodeModuleDefinition {
+    const healthOf = (): Health => this.getConfig().health;
+    return new InstrumentationNodeModuleDefinition(
+      '@grpc/grpc-js',
+      ['^1.0.0'],
+      (exports: GrpcModule) => {
+        this._wrap(
+          exports.Server.prototype,
+          'bindAsync',
+          (original: BindAsync) =>
+            function bindAsync(this: GrpcServerLike, ...args: unknown[]): unknown {
+              if (!served.has(this) && !ownHealth.has(this)) {
+                adding = true;
+                try {
+                  served.set(this, serveGrpcHealth(this, healthOf()));
+                } catch {
+                  // an older grpc-js that refuses it: the server runs as the app made it
+                } finally {
+                  adding = false;
+                }
+              }
+              return original.apply(this, args);
+            },
+        );
+        this._wrap(
+          exports.Server.prototype,
+          'addService',
+          (original: AddService) =>
+            function addService(this: GrpcServerLike, service, implementation): void {
+              if (!adding && Object.values(service).some((method) => HEALTH_PATHS.has(method?.path ?? ''))) {
+                ownHealth.add(this);
+                served.get(this)?.();
+                served.delete(this);
+              }
+              original.call(this, service, implementation);
+            },
+        );
+        return exports;
+      },
+      (exports: GrpcModule) => {
+        this._unwrap(exports.Server.prototype, 'bindAsync');
+        this._unwrap(exports.Server.prototype, 'addService');
+        return exports;
+      },
+    );
+  }
+}
