@@ -46,11 +46,22 @@ function unwrapped(fn: (...args: never[]) => unknown): (...args: never[]) => unk
   return inner;
 }
 
+// Routes a framework told of (see installRouteNames), by request: gone with the request.
+const recorded = new WeakMap<IncomingMessage, string>();
+
+/** Keeps the route a framework matched for `request`, for {@link requestRoute}. */
+export function recordRoute(request: IncomingMessage, route: string): void {
+  recorded.set(request, route);
+}
+
 /**
  * The route a framework matched for `request` while it is still served (`/orders/:id`), which the
- * http instrumentation records only when the request ends: Express's `req.baseUrl` + `req.route.path`.
+ * http instrumentation records only when the request ends: the one a framework told of (Fastify's
+ * diagnostics channel, Express's route dispatch), else Express's `req.baseUrl` + `req.route.path`.
  */
 export function requestRoute(request: IncomingMessage): string | undefined {
+  const told = recorded.get(request);
+  if (told !== undefined) return told;
   const { route, baseUrl } = request as RoutedRequest;
   const path = route?.path;
   if (typeof path !== 'string') return undefined;

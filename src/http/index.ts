@@ -5,3 +5,5 @@ export { policyDeadlineOf } from './http-deadlines.js';
 export { trackHttpServers, type TrackedServers } from './servers.js';
 // For diagnostics: which of the app's functions serve a stuck request.
 export { requestHandlers, requestRoute } from './handlers.js';
+// For lifeline's SDK wiring: requests named by the route their framework matched.
+export { installRouteNames, type InstalledRouteNames } from './routes.js';

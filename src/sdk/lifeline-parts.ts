@@ -6,7 +6,7 @@ import { RandomIdGenerator, type IdGenerator, type SpanProcessor } from '@opente
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { correctedEnv, DEFAULT_HEADERS_TIMEOUT_MS, unsupportedNode } from '../config/index.js';
 import { MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
-import { policyDeadlineOf, trackHttpServers } from '../http/index.js';
+import { installRouteNames, policyDeadlineOf, trackHttpServers } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
 import { installDriverDeadlines, type InstalledDriverDeadlines } from '../drivers/index.js';
 import { installHttp2Deadlines, type InstalledHttp2Deadlines } from '../http2/index.js';
@@ -332,6 +332,8 @@ export function assembleParts(
       // Whose inbound deadlines are obeyed is judged by the caller's address, recorded per request.
       const inboundTrust = installInboundTrust();
       const servers = trackHttpServers();
+      // Server spans named by the framework's route, with or without OpenTelemetry's instrumentation for it.
+      const routeNames = installRouteNames();
       try {
         if (deadlines !== false) {
           dispatcher = installDeadlineDispatcher(deadlines);
@@ -371,6 +373,7 @@ export function assembleParts(
         await watchdog?.close();
         diagnostics.close();
         servers.uninstall();
+        routeNames.uninstall();
         inboundTrust.uninstall();
         dispatcher?.uninstall();
         httpDeadlines?.uninstall();
@@ -399,6 +402,7 @@ export function assembleParts(
               healthMetrics?.uninstall();
               stuckMetrics?.uninstall();
               servers.uninstall();
+              routeNames.uninstall();
               inboundTrust.uninstall();
               dispatcher?.uninstall();
               httpDeadlines?.uninstall();

@@ -11,6 +11,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import {
   closeServer,
   describeRun,
@@ -37,6 +38,8 @@ interface Service {
   upstreamRoute: string;
   /** Node processes that run test files (more may run: the runner's own). */
   minTestProcesses: number;
+  /** The name of the upstream route's server span: its framework's route (no OpenTelemetry instrumentation for it is installed), or the method alone. */
+  serverSpan: string;
 }
 
 const SERVICES: Service[] = [
@@ -46,6 +49,7 @@ const SERVICES: Service[] = [
     entry: 'src/server.mjs',
     upstreamRoute: '/products/7',
     minTestProcesses: 3,
+    serverSpan: 'GET /products/:id',
   },
   {
     name: 'cjs-express-axios',
@@ -53,6 +57,7 @@ const SERVICES: Service[] = [
     entry: 'src/server.js',
     upstreamRoute: '/profiles/ada',
     minTestProcesses: 3,
+    serverSpan: 'GET /profiles/:user',
   },
   {
     name: 'esm-tap',
@@ -60,6 +65,7 @@ const SERVICES: Service[] = [
     entry: 'src/server.mjs',
     upstreamRoute: '/convert?from=EUR&to=USD',
     minTestProcesses: 4,
+    serverSpan: 'GET', // node:http alone: no route to name
   },
   {
     name: 'vitest-fastify-undici',
@@ -67,6 +73,7 @@ const SERVICES: Service[] = [
     entry: 'src/server.js',
     upstreamRoute: '/search?q=deadlines',
     minTestProcesses: 2,
+    serverSpan: 'GET /search',
   },
 ];
 
@@ -154,9 +161,9 @@ describe.each(SERVICES)('$name ($runner)', (service) => {
     );
   });
 
-  it(`started with register mode: /live answers on the probe port and a call to a silent upstream ends by LIFELINE_DEFAULT_TIMEOUT_MS`, async () => {
+  it(`started with register mode: /live answers on the probe port, a call to a silent upstream ends by LIFELINE_DEFAULT_TIMEOUT_MS, the server span is named by the route`, async () => {
     const upstream = await startSilentUpstream();
-    const collector = await startCollector();
+    const collector = await otlpReceiver();
     const probePort = await freePort();
     const started = await startService(
       serviceDir,
@@ -167,7 +174,9 @@ describe.each(SERVICES)('$name ($runner)', (service) => {
         LIFELINE_PROBE_PORT: String(probePort),
         LIFELINE_DEFAULT_TIMEOUT_MS: String(DEFAULT_TIMEOUT_MS),
         OTEL_SERVICE_NAME: service.name,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
         OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint,
+        OTEL_BSP_SCHEDULE_DELAY: '50',
       }),
     );
     try {
@@ -184,6 +193,10 @@ describe.each(SERVICES)('$name ($runner)', (service) => {
       expect(call.ms).toBeLessThan(DEFAULT_TIMEOUT_MS + 3_000);
       expect(upstream.connections()).toBeGreaterThanOrEqual(1);
       expect(started.child.exitCode, started.output()).toBeNull();
+      const SERVER = 2;
+      const served = (spans: ReceivedSpan[]) => spans.filter((s) => s.kind === SERVER && s.attributes['http.response.status_code'] === 503);
+      const [server] = served(await collector.waitFor((spans) => served(spans).length > 0));
+      expect(server?.name).toBe(service.serverSpan);
     } finally {
       await stopChild(started.child, 'SIGKILL');
       await upstream.close();
