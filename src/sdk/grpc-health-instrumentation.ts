@@ -1,5 +1,6 @@
 import { InstrumentationBase, InstrumentationNodeModuleDefinition, type InstrumentationConfig } from '@opentelemetry/instrumentation';
 import type { Health } from '../health/index.js';
+import { wrapMethod } from '../hooks/index.js';
 import { GRPC_HEALTH_DEFINITION, serveGrpcHealth, type GrpcServerLike } from '../probe/index.js';
 
 /** Options of {@link GrpcHealthInstrumentation}: the catalog whose verdicts it serves. */
@@ -19,6 +20,9 @@ const served = new WeakMap<object, () => void>();
 // Servers where the app added a health service of its own: lifeline stays out of them.
 const ownHealth = new WeakSet<object>();
 let adding = false;
+const KIND = 'lifeline-grpc-health';
+// Per grpc-js copy patched: how to put its methods back.
+const undos = new WeakMap<object, ((() => void) | undefined)[]>();
 
 /**
  * Adds `grpc.health.v1.Health` (see `addGrpcHealthService`) to every grpc-js server the app binds
@@ -38,42 +42,50 @@ export class GrpcHealthInstrumentation extends InstrumentationBase<GrpcHealthIns
       '@grpc/grpc-js',
       ['^1.0.0'],
       (exports: GrpcModule) => {
-        this._wrap(
-          exports.Server.prototype,
-          'bindAsync',
-          (original: BindAsync) =>
-            function bindAsync(this: GrpcServerLike, ...args: unknown[]): unknown {
-              if (!served.has(this) && !ownHealth.has(this)) {
-                adding = true;
-                try {
-                  served.set(this, serveGrpcHealth(this, healthOf()));
-                } catch {
-                  // an older grpc-js that refuses it: the server runs as the app made it
-                } finally {
-                  adding = false;
+        // lifeline's wrapMethod, not the base class's _wrap: that one unwraps whatever wraps the
+        // method already (lifeline's gRPC deadlines wrap addService too) before wrapping it.
+        const prototype = exports.Server.prototype;
+        const undo = [
+          wrapMethod(
+            prototype,
+            'bindAsync',
+            KIND,
+            (original: BindAsync) =>
+              function bindAsync(this: GrpcServerLike, ...args: unknown[]): unknown {
+                if (!served.has(this) && !ownHealth.has(this)) {
+                  adding = true;
+                  try {
+                    served.set(this, serveGrpcHealth(this, healthOf()));
+                  } catch {
+                    // an older grpc-js that refuses it: the server runs as the app made it
+                  } finally {
+                    adding = false;
+                  }
                 }
-              }
-              return original.apply(this, args);
-            },
-        );
-        this._wrap(
-          exports.Server.prototype,
-          'addService',
-          (original: AddService) =>
-            function addService(this: GrpcServerLike, service, implementation): void {
-              if (!adding && Object.values(service).some((method) => HEALTH_PATHS.has(method?.path ?? ''))) {
-                ownHealth.add(this);
-                served.get(this)?.();
-                served.delete(this);
-              }
-              original.call(this, service, implementation);
-            },
-        );
+                return original.apply(this, args);
+              },
+          ),
+          wrapMethod(
+            prototype,
+            'addService',
+            KIND,
+            (original: AddService) =>
+              function addService(this: GrpcServerLike, service, implementation): void {
+                if (!adding && Object.values(service).some((method) => HEALTH_PATHS.has(method?.path ?? ''))) {
+                  ownHealth.add(this);
+                  served.get(this)?.();
+                  served.delete(this);
+                }
+                original.call(this, service, implementation);
+              },
+          ),
+        ];
+        undos.set(exports, undo);
         return exports;
       },
       (exports: GrpcModule) => {
-        this._unwrap(exports.Server.prototype, 'bindAsync');
-        this._unwrap(exports.Server.prototype, 'addService');
+        for (const restore of undos.get(exports) ?? []) restore?.();
+        undos.delete(exports);
         return exports;
       },
     );
