@@ -5,7 +5,7 @@ import type { Socket } from 'node:net';
 import { invalidOption, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import type { DiagnosticSnapshot, InFlightNode } from '../diagnostics/index.js';
 import type { HealthStatus, ProbeKind } from '../health/index.js';
-import { defaultLogger, logSwallowed, type Logger } from '../log/index.js';
+import { loggerOrDefault, logSwallowed, type Logger } from '../log/index.js';
 import { dialHost, MEMBER_ROUTE } from './instance.js';
 import { ServiceMembers } from './members.js';
 
@@ -121,7 +121,7 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
     health,
     port = 5555,
     host = defaultHost(),
-    logger = defaultLogger(),
+    logger = loggerOrDefault(undefined),
     requestTimeoutMs = 5_000,
     failureLogIntervalMs = 10_000,
     debugDiagnostics = false,

@@ -45,7 +45,11 @@ async function start(): Promise<void> {
   const logger = logLevel === undefined ? undefined : (await import('pino')).pino({ name: 'lifeline', level: logLevel });
   try {
     await startLifeline({
-      probe: config.probe === false ? false : { ...config.probe, ...config.probeLimits, whenPortBusy: whenPortBusy(config.probe.port) },
+      // Nobody probes a test runner's processes: without a port chosen they serve none (and say nothing of it).
+      probe:
+        config.probe === false || (config.probe.port === undefined && inTestRunner())
+          ? false
+          : { ...config.probe, ...config.probeLimits, whenPortBusy: whenPortBusy(config.probe.port) },
       exportBuffer: config.exportBuffer,
       watchdog: config.watchdog,
       ...(config.evidence ? {} : { evidence: false as const }),
@@ -105,9 +109,15 @@ async function start(): Promise<void> {
  */
 function whenPortBusy(chosen: number | undefined): 'warn' | 'fail' {
   if (chosen !== undefined) return 'fail';
+  return process.env.KUBERNETES_SERVICE_HOST !== undefined && !inTestRunner() ? 'fail' : 'warn';
+}
+
+/** A process a test runner started to run tests (jest's, vitest's, tap's and node --test's workers say so in their environment). */
+function inTestRunner(): boolean {
   const env = process.env;
-  const testRunner = [env.JEST_WORKER_ID, env.VITEST, env.TAP, env.NODE_TEST_CONTEXT].some((value) => value !== undefined);
-  return env.KUBERNETES_SERVICE_HOST !== undefined && !testRunner ? 'fail' : 'warn';
+  return [env.JEST_WORKER_ID, env.VITEST, env.VITEST_WORKER_ID, env.TAP, env.TAP_CHILD_ID, env.NODE_TEST_CONTEXT].some(
+    (value) => value !== undefined,
+  );
 }
 
 function fail(message: string): never {

@@ -25,7 +25,7 @@ import { installInboundTrust } from '../inbound/index.js';
 import { SnapshotIdGenerator } from '../diagnostics/index.js';
 import { RedactionSpanProcessor } from '../redaction/index.js';
 import { startWatchdog, type Watchdog, type WatchdogOptions } from '../watchdog/index.js';
-import { defaultLogger, logSwallowed } from '../log/index.js';
+import { defaultLogger, loggerOrDefault, logSwallowed } from '../log/index.js';
 import { recordDeadline } from '../processors/index.js';
 import {
   DeadlineMetricsSpanProcessor,
@@ -429,7 +429,7 @@ export function assembleParts(
             }
           })()),
       };
-      const logger = options.logger ?? defaultLogger();
+      const logger = loggerOrDefault(options.logger); // pino loads only if something is said
       const ending = watchEnding({
         health,
         diagnostics,

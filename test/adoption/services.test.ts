@@ -83,8 +83,32 @@ const DEFAULT_TIMEOUT_MS = 1_000;
 const SUITE_TIMEOUT_MS = 120_000;
 
 const figures: string[] = [];
+// The suites' time under register mode ÷ their plain time (the better of two plain runs), as a table for BENCHMARKS.md.
+const ratios: string[] = [];
+// Start-up of each service until it listens, plain and under register mode (probe server, OTLP exporter).
+const startups = new Map<string, { plain?: string; lifeline?: string }>();
+const startupText = (started: { startupMs: number; rssMb: number | undefined }): string =>
+  `${String(started.startupMs)} ms, ${started.rssMb === undefined ? '?' : String(started.rssMb)} MB`;
 afterAll(() => {
   if (figures.length > 0) console.log(`adoption figures:\n${figures.map((line) => `  ${line}`).join('\n')}`);
+  if (ratios.length > 0)
+    console.log(
+      [
+        'test suites under NODE_OPTIONS="--import otel-lifeline/register" (ms; ratio to plain):',
+        '| service | runner | plain | collector up | no collector | probe-port lines |',
+        '|---|---|---|---|---|---|',
+        ...ratios,
+      ].join('\n'),
+    );
+  if (startups.size > 0)
+    console.log(
+      [
+        'service start-up until it listens (time, RSS then):',
+        '| service | plain | register mode |',
+        '|---|---|---|',
+        ...[...startups].map(([name, { plain, lifeline }]) => `| ${name} | ${plain ?? '?'} | ${lifeline ?? '?'} |`),
+      ].join('\n'),
+    );
 });
 
 const httpGet = async (url: string, timeoutMs = 10_000): Promise<{ status: number; body: string; ms: number }> => {
@@ -137,6 +161,14 @@ describe.each(SERVICES)('$name ($runner)', (service) => {
     }
     expect(lifeline.code, describeRun('npm test under register mode', lifeline)).toBe(0);
 
+    // No collector at all (a developer's laptop, a CI job): nothing listens on the endpoint.
+    const noCollector = await npmTest({
+      NODE_OPTIONS: '--import otel-lifeline/register',
+      OTEL_SERVICE_NAME: service.name,
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${String(await freePort())}`,
+    });
+    expect(noCollector.code, describeRun('npm test under register mode, no collector', noCollector)).toBe(0);
+
     const plainSecond = await npmTest();
     expect(plainSecond.code, describeRun('plain npm test (again)', plainSecond)).toBe(0);
 
@@ -151,14 +183,17 @@ describe.each(SERVICES)('$name ($runner)', (service) => {
     }
 
     const plainMs = Math.min(plainFirst.ms, plainSecond.ms);
-    const probeLines = (lifeline.stdout + lifeline.stderr).split('\n').filter((line) => /probe/i.test(line)).length;
+    const probeLines = (run: RunResult): number => (run.stdout + run.stderr).split('\n').filter((line) => /probe/i.test(line)).length;
+    const ratio = (run: RunResult): string => (run.ms / plainMs).toFixed(2);
     figures.push(
-      `${service.name}: npm test plain ${plainFirst.ms} / ${plainSecond.ms} ms, register mode ${lifeline.ms} ms (${evidence.length} processes under lifeline, ${probeLines} probe-port lines in the output)`,
+      `${service.name}: npm test plain ${plainFirst.ms} / ${plainSecond.ms} ms, register mode ${lifeline.ms} ms (${evidence.length} processes under lifeline, ${probeLines(lifeline)} probe-port lines in the output)`,
+    );
+    ratios.push(
+      `| ${service.name} | ${service.runner} | ${plainMs} | ${lifeline.ms} (${ratio(lifeline)}×) | ${noCollector.ms} (${ratio(noCollector)}×) | ${probeLines(lifeline) + probeLines(noCollector)} |`,
     );
     console.log(figures.at(-1));
-    expect(lifeline.ms, `register mode ${lifeline.ms} ms vs plain ${plainMs} ms`).toBeLessThan(
-      MAX_SLOWDOWN.factor * plainMs + MAX_SLOWDOWN.plusMs,
-    );
+    for (const run of [lifeline, noCollector])
+      expect(run.ms, `register mode ${run.ms} ms vs plain ${plainMs} ms`).toBeLessThan(MAX_SLOWDOWN.factor * plainMs + MAX_SLOWDOWN.plusMs);
   });
 
   it(`started with register mode: /live answers on the probe port, a call to a silent upstream ends by LIFELINE_DEFAULT_TIMEOUT_MS, the server span is named by the route`, async () => {
@@ -179,6 +214,7 @@ describe.each(SERVICES)('$name ($runner)', (service) => {
         OTEL_BSP_SCHEDULE_DELAY: '50',
       }),
     );
+    startups.set(service.name, { ...startups.get(service.name), lifeline: startupText(started) });
     try {
       const live = await httpGet(`http://127.0.0.1:${probePort}/live`);
       expect(live.status, live.body).toBe(200);
@@ -207,6 +243,7 @@ describe.each(SERVICES)('$name ($runner)', (service) => {
   it("contrast: started plainly, the same call is still waiting well after that deadline (the bound above is lifeline's)", async () => {
     const upstream = await startSilentUpstream();
     const started = await startService(serviceDir, [service.entry], serviceEnv({ PORT: '0', UPSTREAM_URL: upstream.url }));
+    startups.set(service.name, { ...startups.get(service.name), plain: startupText(started) });
     try {
       const waitMs = DEFAULT_TIMEOUT_MS + 1_500;
       await expect(httpGet(`http://127.0.0.1:${started.port}${service.upstreamRoute}`, waitMs)).rejects.toMatchObject({

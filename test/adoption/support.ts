@@ -3,6 +3,7 @@
  * packed tarball with npm, and run as their users run them (npm scripts, real processes, loopback only).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
@@ -201,6 +202,10 @@ export interface StartedService {
   child: ChildProcess;
   port: number;
   output: () => string;
+  /** From the spawn to the `listening` line, in ms. */
+  startupMs: number;
+  /** The process's resident memory when it was listening, in MB (from /proc). */
+  rssMb: number | undefined;
 }
 
 /**
@@ -208,6 +213,7 @@ export interface StartedService {
  * resolves once it prints its `listening` line; rejects if it exits first or takes over `timeoutMs`.
  */
 export function startService(dir: string, nodeArgs: string[], env: NodeJS.ProcessEnv, timeoutMs = 20_000): Promise<StartedService> {
+  const spawned = performance.now();
   const child = spawn(process.execPath, nodeArgs, { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
@@ -229,8 +235,19 @@ export function startService(dir: string, nodeArgs: string[], env: NodeJS.Proces
       if (match?.[1] !== undefined) {
         clearTimeout(timer);
         child.removeAllListeners('exit');
-        resolve({ child, port: Number(match[1]), output: () => output });
+        const startupMs = Math.round(performance.now() - spawned);
+        resolve({ child, port: Number(match[1]), output: () => output, startupMs, rssMb: rssMb(child.pid) });
       }
     });
   });
+}
+
+/** The resident memory of process `pid`, in MB, from /proc (Linux); `undefined` elsewhere. */
+function rssMb(pid: number | undefined): number | undefined {
+  try {
+    const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${String(pid)}/status`, 'utf8'))?.[1];
+    return kb === undefined ? undefined : Math.round(Number(kb) / 1024);
+  } catch {
+    return undefined;
+  }
 }

@@ -154,7 +154,7 @@ describe('register mode in a service as it is', () => {
     const holder = await holdPort(5555);
     try {
       const result = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
-        env: { ...process.env, LIFELINE_PROBE_PORT: '', OTEL_TRACES_EXPORTER: 'none', APP_LIFETIME_MS: '200' },
+        env: { ...outsideTestRunner(), LIFELINE_PROBE_PORT: '', OTEL_TRACES_EXPORTER: 'none', APP_LIFETIME_MS: '200' },
       });
       expect(result.code).toBe(0);
       expect(result.stdout).toContain('app listening');
@@ -167,9 +167,8 @@ describe('register mode in a service as it is', () => {
   it('in Kubernetes a busy default probe port stops start-up (another process would answer the probes), except in a test runner', async () => {
     const holder = await holdPort(5555);
     try {
-      const { VITEST: _runner, ...outside } = process.env; // this test itself runs in a test runner
       const env = {
-        ...outside,
+        ...outsideTestRunner(), // this test itself runs in a test runner
         LIFELINE_PROBE_PORT: '',
         OTEL_TRACES_EXPORTER: 'none',
         APP_LIFETIME_MS: '200',
@@ -182,7 +181,9 @@ describe('register mode in a service as it is', () => {
         env: { ...env, JEST_WORKER_ID: '2' },
       });
       expect(worker.code).toBe(0);
-      expect(worker.stdout).toContain('the probe port is held by');
+      // A test runner's process serves no probes when no port was chosen: nothing to hold, nothing to say.
+      expect(worker.stdout).toContain('app listening');
+      expect(worker.stdout + worker.stderr).not.toMatch(/probe/i);
     } finally {
       holder?.close();
     }
@@ -207,9 +208,8 @@ describe('register mode in a service as it is', () => {
     const port = await freePort();
     await new Promise<void>((resolve) => forged.listen(port, '127.0.0.1', resolve));
     try {
-      const { VITEST: _runner, ...outside } = process.env;
       const env = {
-        ...outside,
+        ...outsideTestRunner(),
         OTEL_TRACES_EXPORTER: 'none',
         APP_LIFETIME_MS: '200',
         KUBERNETES_SERVICE_HOST: '10.0.0.1',
@@ -421,10 +421,9 @@ describe('register mode in a service as it is', () => {
 
 /** Runs a node:cluster fixture under NODE_OPTIONS register mode, outside a test runner, on a probe port of its own. */
 async function runCluster(fixture: string, env: NodeJS.ProcessEnv) {
-  const { VITEST: _runner, ...outside } = process.env;
   return runNode([fixture], {
     env: {
-      ...outside,
+      ...outsideTestRunner(),
       NODE_OPTIONS: '--import otel-lifeline/register',
       LIFELINE_PROBE_PORT: String(await freePort()),
       LIFELINE_PROBE_HOST: '127.0.0.1',
@@ -447,4 +446,9 @@ async function holdPort(port: number): Promise<Server | undefined> {
       resolve(server);
     });
   });
+}
+
+/** This process's environment without what says it runs in a test runner (vitest's variables). */
+function outsideTestRunner(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('VITEST')));
 }
