@@ -46,11 +46,12 @@ function unwrapped(fn: (...args: never[]) => unknown): (...args: never[]) => unk
   return inner;
 }
 
-// Routes a framework told of (see installRouteNames), by request: gone with the request.
-const recorded = new WeakMap<IncomingMessage, string>();
+// Routes a framework told of (see installRouteNames), by request: gone with the request. `null`:
+// the route is known to be no pattern (a router mounted under a path with parameters).
+const recorded = new WeakMap<IncomingMessage, string | null>();
 
-/** Keeps the route a framework matched for `request`, for {@link requestRoute}. */
-export function recordRoute(request: IncomingMessage, route: string): void {
+/** Keeps the route a framework matched for `request` (`null`: none to name it by), for {@link requestRoute}. */
+export function recordRoute(request: IncomingMessage, route: string | null): void {
   recorded.set(request, route);
 }
 
@@ -61,7 +62,7 @@ export function recordRoute(request: IncomingMessage, route: string): void {
  */
 export function requestRoute(request: IncomingMessage): string | undefined {
   const told = recorded.get(request);
-  if (told !== undefined) return told;
+  if (told !== undefined) return told ?? undefined;
   const { route, baseUrl } = request as RoutedRequest;
   const path = route?.path;
   if (typeof path !== 'string') return undefined;

@@ -37,7 +37,12 @@ export function installRouteNames(): InstalledRouteNames {
     if (request?.raw !== undefined && typeof route?.url === 'string') named(request.raw, route.url);
   };
   subscribe(FASTIFY_HANDLER_START, onFastify);
-  const patched = patchModuleFiles([routeFile('router', 'lib/route.js'), routeFile('express', 'lib/router/route.js')]);
+  const patched = patchModuleFiles([
+    routeFile('router', 'lib/route.js'),
+    routeFile('express', 'lib/router/route.js'),
+    mountFile('router', 'index.js'),
+    mountFile('express', 'lib/router/index.js'),
+  ]);
   return {
     uninstall() {
       unsubscribe(FASTIFY_HANDLER_START, onFastify);
@@ -59,7 +64,8 @@ function routeFile(module: string, file: string): ModuleFilePatch {
         'lifeline-route',
         (dispatch: Dispatch) =>
           function (this: { path?: unknown }, req: RoutedRequest, ...rest: unknown[]): unknown {
-            if (typeof this.path === 'string') named(req, `${typeof req.baseUrl === 'string' ? req.baseUrl : ''}${this.path}`);
+            const mountedAt = typeof req.baseUrl === 'string' ? req.baseUrl : '';
+            if (typeof this.path === 'string') named(req, mountedAt !== '' && patternMounts ? null : `${mountedAt}${this.path}`);
             return dispatch.call(this, req, ...rest);
           },
       );
@@ -67,9 +73,39 @@ function routeFile(module: string, file: string): ModuleFilePatch {
   };
 }
 
-function named(request: IncomingMessage, route: string): void {
+// Set once a router is mounted under a path with parameters (or a pattern, a regex, a list):
+// `req.baseUrl` then holds what matched (`/users/42/posts`), not the pattern, and a name made of it
+// would differ per user. From then on, routes under a mount are not named.
+let patternMounts = false;
+
+/** The file where `use` mounts a router: its path is checked for parameters, as it is mounted. */
+function mountFile(module: string, file: string): ModuleFilePatch {
+  return {
+    module,
+    file,
+    patch(exports) {
+      // router 2 (Express 5): Router.prototype.use; Express 4: the router proto's own use.
+      const owner = exports as { prototype?: { use?: unknown }; use?: unknown };
+      const target = typeof owner.prototype?.use === 'function' ? owner.prototype : typeof owner.use === 'function' ? owner : undefined;
+      if (target === undefined) return undefined;
+      return wrapMethod(
+        target,
+        'use',
+        'lifeline-route',
+        (use: (...args: unknown[]) => unknown) =>
+          function (this: unknown, ...args: unknown[]): unknown {
+            const [path] = args;
+            if (typeof path !== 'function' && !(typeof path === 'string' && !/[:*?()[\]+{}]/.test(path))) patternMounts = true;
+            return use.apply(this, args);
+          },
+      );
+    },
+  };
+}
+
+function named(request: IncomingMessage, route: string | null): void {
   recordRoute(request, route);
   // The innermost route dispatched last: it is the one that serves the request.
   const rpc = getRPCMetadata(context.active());
-  if (rpc?.type === RPCType.HTTP) rpc.route = route;
+  if (rpc?.type === RPCType.HTTP && route !== null) rpc.route = route;
 }

@@ -67,10 +67,13 @@ export const GRPC_HEALTH_DEFINITION = {
  */
 export function serveGrpcHealth(server: GrpcServerLike, health: Health): () => void {
   const servingStatus = (probe: ProbeKind): number => (health.status(probe).ok ? SERVING : NOT_SERVING);
+  // Watch streams never end by themselves: the function that removes the service ends them, so a
+  // server's graceful shutdown (which waits for open calls) is not held by a watching client.
+  const watching = new Set<WritableCall>();
   server.addService(GRPC_HEALTH_DEFINITION, {
     check(call: UnaryCall, callback: UnaryCallback): void {
       const name = serviceName(call.request);
-      const probe = name === undefined ? undefined : GRPC_HEALTH_SERVICES[name];
+      const probe = probeOf(name);
       if (probe === undefined) {
         callback({
           code: NOT_FOUND,
@@ -81,8 +84,12 @@ export function serveGrpcHealth(server: GrpcServerLike, health: Health): () => v
       callback(null, statusMessage(servingStatus(probe)));
     },
     watch(call: WritableCall): void {
-      const name = serviceName(call.request);
-      const probe = name === undefined ? undefined : GRPC_HEALTH_SERVICES[name];
+      const probe = probeOf(serviceName(call.request));
+      watching.add(call);
+      const forget = (): void => {
+        watching.delete(call);
+      };
+      for (const event of ['cancelled', 'close', 'error'] as const) call.on(event, forget);
       if (probe === undefined) {
         call.write(statusMessage(SERVICE_UNKNOWN)); // and the stream stays open, as the protocol says
         return;
@@ -98,7 +105,16 @@ export function serveGrpcHealth(server: GrpcServerLike, health: Health): () => v
       for (const event of ['cancelled', 'close', 'error'] as const) call.on(event, stop);
     },
   });
-  return () => server.removeService?.(GRPC_HEALTH_DEFINITION);
+  return () => {
+    server.removeService?.(GRPC_HEALTH_DEFINITION);
+    for (const call of [...watching]) call.end();
+    watching.clear();
+  };
+}
+
+/** The probe a service name asks for; own names only (a request for "constructor" is no probe). */
+function probeOf(name: string | undefined): ProbeKind | undefined {
+  return name !== undefined && Object.hasOwn(GRPC_HEALTH_SERVICES, name) ? GRPC_HEALTH_SERVICES[name] : undefined;
 }
 
 /** `HealthCheckResponse { ServingStatus status = 1; }` */
@@ -117,7 +133,7 @@ function serviceName(request: Buffer | undefined): string | undefined {
   let at = 0;
   const varint = (): number | undefined => {
     let value = 0;
-    for (let shift = 0; shift < 35; shift += 7) {
+    for (let shift = 0; shift < 70; shift += 7) {
       const byte = request[at++];
       if (byte === undefined) return undefined;
       value += (byte & 0x7f) * 2 ** shift;

@@ -45,9 +45,10 @@ async function start(): Promise<void> {
   const logger = logLevel === undefined ? undefined : (await import('pino')).pino({ name: 'lifeline', level: logLevel });
   try {
     await startLifeline({
-      // Nobody probes a test runner's processes: without a port chosen they serve none (and say nothing of it).
+      // Nobody probes a test runner's processes: without a port chosen they serve none (and say
+      // nothing of it). In Kubernetes a probe server is always wanted, whatever the environment says.
       probe:
-        config.probe === false || (config.probe.port === undefined && inTestRunner())
+        config.probe === false || (config.probe.port === undefined && process.env.KUBERNETES_SERVICE_HOST === undefined && inTestRunner())
           ? false
           : { ...config.probe, ...config.probeLimits, whenPortBusy: whenPortBusy(config.probe.port) },
       exportBuffer: config.exportBuffer,
@@ -112,11 +113,21 @@ function whenPortBusy(chosen: number | undefined): 'warn' | 'fail' {
   return process.env.KUBERNETES_SERVICE_HOST !== undefined && !inTestRunner() ? 'fail' : 'warn';
 }
 
-/** A process a test runner started to run tests (jest's, vitest's, tap's and node --test's workers say so in their environment). */
+/**
+ * A process a test runner started to run tests: jest's, vitest's, tap's and node --test's workers
+ * say so in their environment, each with a value of its own shape (checked, so a stray variable of
+ * the same name is not taken for one).
+ */
 function inTestRunner(): boolean {
   const env = process.env;
-  return [env.JEST_WORKER_ID, env.VITEST, env.VITEST_WORKER_ID, env.TAP, env.TAP_CHILD_ID, env.NODE_TEST_CONTEXT].some(
-    (value) => value !== undefined,
+  const number = /^\d+$/;
+  return (
+    number.test(env.JEST_WORKER_ID ?? '') ||
+    env.VITEST === 'true' ||
+    number.test(env.VITEST_WORKER_ID ?? '') ||
+    env.TAP === '1' ||
+    number.test(env.TAP_CHILD_ID ?? '') ||
+    (env.NODE_TEST_CONTEXT ?? '').startsWith('child')
   );
 }
 

@@ -11,7 +11,7 @@ export interface GrpcHealthInstrumentationConfig extends InstrumentationConfig {
 type AddService = (this: GrpcServerLike, service: Record<string, { path?: string } | undefined>, implementation: object) => void;
 type BindAsync = (this: GrpcServerLike, ...args: unknown[]) => unknown;
 interface GrpcModule {
-  Server: { prototype: { addService: AddService; bindAsync: BindAsync } };
+  Server: { prototype: { addService: AddService; bindAsync: BindAsync; tryShutdown: BindAsync; forceShutdown: BindAsync } };
 }
 
 const HEALTH_PATHS: ReadonlySet<string> = new Set<string>(Object.values(GRPC_HEALTH_DEFINITION).map((method) => method.path));
@@ -80,6 +80,21 @@ export class GrpcHealthInstrumentation extends InstrumentationBase<GrpcHealthIns
               },
           ),
         ];
+        // A graceful shutdown waits for open calls: the health service's Watch streams end first.
+        for (const method of ['tryShutdown', 'forceShutdown'] as const)
+          undo.push(
+            wrapMethod(
+              prototype,
+              method,
+              KIND,
+              (original: BindAsync) =>
+                function shutdown(this: GrpcServerLike, ...args: unknown[]): unknown {
+                  served.get(this)?.();
+                  served.delete(this);
+                  return original.apply(this, args);
+                },
+            ),
+          );
         undos.set(exports, undo);
         return exports;
       },

@@ -30,12 +30,14 @@ export interface TracingSdk {
   shutdown(): Promise<void>;
 }
 
+// In NodeSDK's order: a later detector wins a conflict, so the environment's attributes
+// (OTEL_RESOURCE_ATTRIBUTES) come last and override what the others detect.
 const DETECTORS: Readonly<Record<string, ResourceDetector>> = {
-  env: envDetector,
-  process: processDetector,
   host: hostDetector,
   os: osDetector,
   serviceinstance: serviceInstanceIdDetector,
+  process: processDetector,
+  env: envDetector,
 };
 
 /**
@@ -72,7 +74,7 @@ function detectorsFromEnv(): ResourceDetector[] {
   if (names.includes('all')) return Object.values(DETECTORS);
   if (names.includes('none')) return [];
   return names.flatMap((name) => {
-    const detector = DETECTORS[name];
+    const detector = Object.hasOwn(DETECTORS, name) ? DETECTORS[name] : undefined;
     if (detector === undefined)
       diag.warn(`Invalid resource detector "${name}" specified in the environment variable OTEL_NODE_RESOURCE_DETECTORS`);
     return detector === undefined ? [] : [detector];

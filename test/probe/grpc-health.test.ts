@@ -26,9 +26,11 @@ afterEach(async () => {
   for (const step of cleanup.splice(0).reverse()) await step();
 });
 
+let removeHealth: () => void = () => undefined;
+
 async function serverWithHealth(health: Health): Promise<HealthClient> {
   const server = new grpc.Server();
-  addGrpcHealthService(server, { health });
+  removeHealth = addGrpcHealthService(server, { health });
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) => {
       if (error) reject(error);
@@ -105,6 +107,9 @@ describe('addGrpcHealthService: grpc.health.v1.Health from the catalog', () => {
       health.close();
     });
     const rpc = await serverWithHealth(health);
+    // Names an object has by inheritance are no services either.
+    for (const inherited of ['constructor', 'toString', '__proto__'])
+      await expect(check(rpc, inherited)).rejects.toMatchObject({ code: grpc.status.NOT_FOUND });
     await expect(check(rpc, 'helloworld.Greeter')).rejects.toMatchObject({
       code: grpc.status.NOT_FOUND,
       details: expect.stringContaining('"ready"'),
@@ -138,6 +143,30 @@ describe('addGrpcHealthService: grpc.health.v1.Health from the catalog', () => {
     const unknown = watch(rpc, 'nope');
     expect(await unknown.next()).toBe('SERVICE_UNKNOWN');
     unknown.cancel();
+  });
+
+  it('removing the service ends the Watch streams (a graceful shutdown waits for open calls), and Check is then unimplemented', async () => {
+    const health = new Health();
+    cleanup.push(() => {
+      health.close();
+    });
+    const rpc = await serverWithHealth(health);
+    const stream = rpc.Watch({ service: '' });
+    const ended = new Promise<void>((resolve) => {
+      stream.on('end', resolve);
+      stream.on('error', () => {
+        resolve();
+      });
+    });
+    stream.on('data', () => undefined);
+    await new Promise<void>((resolve) =>
+      stream.once('data', () => {
+        resolve();
+      }),
+    );
+    removeHealth();
+    await ended;
+    await expect(check(rpc, '')).rejects.toMatchObject({ code: grpc.status.UNIMPLEMENTED });
   });
 
   it('a request that is not a HealthCheckRequest is refused (fields it does not know are skipped), and the server keeps serving', async () => {

@@ -181,9 +181,26 @@ describe('register mode in a service as it is', () => {
         env: { ...env, JEST_WORKER_ID: '2' },
       });
       expect(worker.code).toBe(0);
-      // A test runner's process serves no probes when no port was chosen: nothing to hold, nothing to say.
-      expect(worker.stdout).toContain('app listening');
-      expect(worker.stdout + worker.stderr).not.toMatch(/probe/i);
+      expect(worker.stdout).toContain('the probe port is held by');
+    } finally {
+      holder?.close();
+    }
+  });
+
+  it("a test runner's processes serve no probes unless a port is chosen: nothing held, nothing said (a stray variable of the same name is no test runner)", async () => {
+    const holder = await holdPort(5555);
+    try {
+      const env = { ...outsideTestRunner(), LIFELINE_PROBE_PORT: '', OTEL_TRACES_EXPORTER: 'none', APP_LIFETIME_MS: '200' };
+      for (const runner of [{ JEST_WORKER_ID: '3' }, { NODE_TEST_CONTEXT: 'child-v8' }, { VITEST: 'true', VITEST_WORKER_ID: '1' }]) {
+        const worker = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env: { ...env, ...runner } });
+        expect(worker.code).toBe(0);
+        expect(worker.stdout).toContain('app listening');
+        expect(worker.stdout + worker.stderr, JSON.stringify(runner)).not.toMatch(/probe/i);
+      }
+      const stray = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
+        env: { ...env, TAP: 'yes-please' },
+      });
+      expect(stray.stdout).toContain('the probe port is held by'); // it tried to serve probes
     } finally {
       holder?.close();
     }

@@ -112,3 +112,26 @@ describe('Express 5, without OpenTelemetry’s Express instrumentation', () => {
     expect(snapshot?.attributes['http.route']).toBe('/orders/:id');
   });
 });
+
+describe('Express 5, a router mounted under a path with a parameter', () => {
+  let app: ChildService;
+  beforeAll(async () => {
+    app = await start('test/fixtures/express-param-mount.mjs', 'routes-express-params');
+  }, 60_000);
+  afterAll(async () => {
+    await app.stop();
+  });
+
+  it('is not named by what matched (one name per user): the mounted route stays unnamed, the others keep their route', async () => {
+    const mounted = randomBytes(16).toString('hex');
+    const response = await fetch(`${app.url}/users/4242/posts/7`, { headers: { traceparent: traceparent(mounted) } });
+    expect(await response.json()).toEqual({ user: '4242', post: '7' });
+    const server = await endedServerSpan(mounted);
+    expect(server?.name).toBe('GET');
+    expect(server?.attributes['http.route']).toBeUndefined();
+
+    const root = randomBytes(16).toString('hex');
+    expect(await (await fetch(`${app.url}/health`, { headers: { traceparent: traceparent(root) } })).text()).toBe('ok');
+    expect((await endedServerSpan(root))?.name).toBe('GET /health');
+  });
+});
