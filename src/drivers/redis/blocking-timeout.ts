@@ -60,3 +60,17 @@ export function shortenedTimeout(value: Arg, unit: 's' | 'ms', remainingMs: numb
   if (givenMs !== 0 && givenMs <= budgetMs) return undefined;
   return unit === 's' ? (budgetMs / 1_000).toFixed(3) : String(budgetMs);
 }
+
+// The server's wait is the time left rounded up to the millisecond, from when it read the command:
+// its nil reply cannot come before the deadline by more than clock granularity.
+const CLOCK_SLACK_MS = 2;
+
+/**
+ * Whether `reply` is the server ending, at the deadline, a blocking command whose wait lifeline
+ * shortened: a nil reply at (or just before, by clock granularity) the deadline's time. The deadline's
+ * own timer may not have fired yet (it shares the event loop with the socket's read), and the caller
+ * must get the `DeadlineExceededError` either way, not the nil of a wait it never asked to shorten.
+ */
+export function endedByDeadline(reply: unknown, monotonicAt: number, now: number): boolean {
+  return reply === null && now >= monotonicAt - CLOCK_SLACK_MS;
+}

@@ -4,7 +4,7 @@ import { wrapMethod } from '../../hooks/index.js';
 import type { CallDeadline, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
 import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
 import { DriverInstall, type InstalledDriver } from '../driver-install.js';
-import { blockingTimeoutOf, mayBlock, shortenedTimeout, type BlockingTimeout } from './blocking-timeout.js';
+import { blockingTimeoutOf, endedByDeadline, mayBlock, shortenedTimeout, type BlockingTimeout } from './blocking-timeout.js';
 
 type Arg = string | Buffer;
 
@@ -203,6 +203,8 @@ class CommandCall {
   client: IoClient;
   #origin: IoClient;
   #timer: DeadlineWatch | undefined;
+  /** Whether the server's wait was shortened to the deadline (a blocking command). */
+  #shortened = false;
   expired = false;
 
   constructor(command: IoCommand, deadline: CallDeadline, client: IoClient, inPipeline: boolean) {
@@ -221,6 +223,12 @@ class CommandCall {
     const { resolve, reject } = command;
     command.resolve = (value) => {
       this.#timer?.cancel();
+      // The shortened wait ran out: the deadline's, before its timer fired.
+      if (this.#shortened && endedByDeadline(value, this.deadline.monotonicAt, monotonicNow())) {
+        this.expired = true;
+        reject(deadlineError(this.deadline));
+        return undefined;
+      }
       return resolve(value);
     };
     command.reject = (error) => {
@@ -255,6 +263,7 @@ class CommandCall {
     if (given === undefined) return;
     const prototypeWrite = command.toWritable;
     const deadline = this.deadline;
+    this.#shortened = true;
     command.toWritable = function toWritable(this: IoCommand, socket: unknown): unknown {
       shorten(this, timeout, given, deadline);
       return prototypeWrite.call(this, socket);

@@ -4,7 +4,7 @@ import { wrapMethod } from '../../hooks/index.js';
 import type { CallDeadline, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
 import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
 import { DriverInstall, type InstalledDriver } from '../driver-install.js';
-import { blockingTimeoutOf, mayBlock, shortenedTimeout, type BlockingTimeout } from './blocking-timeout.js';
+import { blockingTimeoutOf, endedByDeadline, mayBlock, shortenedTimeout, type BlockingTimeout } from './blocking-timeout.js';
 
 type Arg = string | Buffer;
 
@@ -200,6 +200,10 @@ class CommandCall {
       inner.then(
         (reply) => {
           if (this.#settled) return; // ended by its deadline: a late reply is discarded
+          if (sent !== args && endedByDeadline(reply, this.#deadline.monotonicAt, monotonicNow())) {
+            CommandCall.#expire(this); // the shortened wait ran out: the deadline's, before its timer fired
+            return;
+          }
           this.#settle();
           if (nameOf(args) === 'SELECT' && this.#connection !== undefined) this.#connection.db = Number(String(args[1]));
           resolve(reply);
