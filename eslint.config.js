@@ -4,7 +4,7 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   // compat/undici-suite: a checkout of undici and run outputs live there (see its README.md).
-  { ignores: ['dist/', 'node_modules/', '.cache/', 'compat/undici-suite/undici/', 'compat/undici-suite/results/', 'compat/undici-suite/lifeline-snapshot/'] },
+  { ignores: ['dist/', 'build/', 'dist.bundle/', 'node_modules/', '.cache/', 'compat/undici-suite/undici/', 'compat/undici-suite/results/', 'compat/undici-suite/lifeline-snapshot/'] },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {

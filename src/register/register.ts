@@ -18,12 +18,19 @@ import { errorText } from '../errors/index.js';
 // would take the probe port (the kubelet would then probe them) and pay lifeline's start-up for nothing.
 const LAUNCHER = /^(npm|npx|pnpm|pnpx|yarn|yarnpkg|corepack|nodemon|pm2|pm2-runtime|tsx)(-cli)?(\.[cm]?js)?$|^yarn-[\d.]+(-[\w.]+)?\.cjs$/;
 const LAUNCHER_PACKAGE = /[\\/]node_modules[\\/](nodemon|pm2|tsx)[\\/]/;
+// A test runner's own process only starts the processes that run the tests: tap's and vitest's
+// always do (jest may run them in its own process; `node --test`'s loads no --import at all).
+const RUNNER = /^(tap|vitest)(\.[cm]?js)?$/;
+// Their CLIs only (vitest's test processes run files of its own package).
+const RUNNER_PACKAGE = /[\\/]node_modules[\\/](tap[\\/]dist[\\/]\w+[\\/]run|vitest[\\/]vitest)\.m?js$/;
 const main = process.argv[1] ?? '';
 const skip =
   // A worker thread shares the process (and its probe port) with the main thread, which runs lifeline.
   !isMainThread ||
   LAUNCHER.test(basename(main)) ||
   LAUNCHER_PACKAGE.test(main) ||
+  RUNNER.test(basename(main)) ||
+  RUNNER_PACKAGE.test(main) ||
   process.env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true';
 
 if (!skip) await start();

@@ -142,7 +142,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   const logger = loggerOrDefault(options.logger);
 
   // No --import or loader hooks of the app's in this thread: it only watches, serves probes and exports.
-  const script = new URL('./watchdog-worker.js', import.meta.url);
+  const script = new URL('../watchdog/watchdog-worker.js', import.meta.url);
   // A bundle that left the thread's file behind, or lifeline's sources run as they are.
   if (!existsSync(fileURLToPath(script))) {
     throw new LifelineError(

@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { unsupportedNode } from '../../src/config/index.js';
 import { otlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
@@ -359,6 +359,33 @@ describe('register mode in a service as it is', () => {
     const service = await runNode(['--import', 'otel-lifeline/register', join(dir, 'service.js')], { env });
     rmSync(dir, { recursive: true, force: true });
     expect(service.stdout.trim()).toBe('sdk');
+  });
+
+  it("a test runner's own process skips lifeline when its tests run in processes of their own (tap, vitest)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lifeline-runner-'));
+    const probe = "console.log(globalThis[Symbol.for('opentelemetry.js.api.1')]?.trace ? 'sdk' : 'none')";
+    const runners = [
+      'tap',
+      'vitest',
+      'vitest.mjs',
+      join('node_modules', 'tap', 'dist', 'esm', 'run.mjs'),
+      join('node_modules', 'vitest', 'vitest.mjs'),
+    ];
+    for (const runner of runners) {
+      mkdirSync(dirname(join(dir, runner)), { recursive: true });
+      writeFileSync(join(dir, runner), probe);
+    }
+    // vitest's test processes run a file of its own package: they are not its CLI.
+    const worker = join('node_modules', 'vitest', 'dist', 'workers', 'forks.js');
+    mkdirSync(dirname(join(dir, worker)), { recursive: true });
+    writeFileSync(join(dir, worker), probe);
+    const env = { ...process.env, LIFELINE_PROBE_PORT: '0', OTEL_TRACES_EXPORTER: 'none' };
+    for (const runner of runners) {
+      const result = await runNode(['--import', 'otel-lifeline/register', join(dir, runner)], { env });
+      expect(result.stdout.trim(), runner).toBe('none');
+    }
+    expect((await runNode(['--import', 'otel-lifeline/register', join(dir, worker)], { env })).stdout.trim()).toBe('sdk');
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('says once that spans cannot be exported when no collector listens', async () => {

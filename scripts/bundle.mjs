@@ -1,0 +1,58 @@
+// Bundles what `tsc` emitted into dist/ so that a process loading lifeline reads a few files, not
+// hundreds: resolving and compiling ~350 small modules (lifeline's own and its OpenTelemetry
+// packages') was most of register mode's start-up. Every entry point of the package keeps its path
+// and they share their chunks (dist/_chunks/), so the root entry and register mode run one copy of
+// each module. The declarations (.d.ts) tsc wrote stay where they are.
+//
+// Left outside the bundle, loaded from the package's dependencies as before:
+// - import-in-the-middle and require-in-the-middle: their loader hook and the modules it generates
+//   import the hook registry by its file, so it must be that file's one instance;
+// - @grpc/grpc-js (only the OTLP/gRPC exporter uses lifeline's copy) and pino (only loaded when
+//   something is logged): large, and loaded lazily anyway;
+// - whatever OpenTelemetry's packages `require` at run time (e.g. forwarded-parse).
+import { readdirSync, rmSync, statSync, renameSync, mkdirSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { rolldown } from 'rolldown';
+
+const DIST = new URL('../dist/', import.meta.url).pathname;
+const OUT = new URL('../dist.bundle/', import.meta.url).pathname;
+/** Loaded by path or by `import`: package.json's exports and bin, and the watchdog thread's script. */
+const ENTRIES = ['index', 'sdk/index', 'register/register', 'cli/main', 'watchdog/watchdog-worker'];
+const EXTERNAL = /^(import-in-the-middle|require-in-the-middle|@grpc\/grpc-js|pino)(\/|$)/;
+
+rmSync(OUT, { recursive: true, force: true });
+const bundle = await rolldown({
+  input: Object.fromEntries(ENTRIES.map((entry) => [entry, join(DIST, `${entry}.js`)])),
+  platform: 'node',
+  external: (id) => id.startsWith('node:') || EXTERNAL.test(id),
+  logLevel: 'warn',
+  // Stack dumps and the API reports name lifeline's functions: keep them.
+  treeshake: true,
+});
+await bundle.write({
+  dir: OUT,
+  format: 'esm',
+  entryFileNames: '[name].js',
+  // One level below dist/, like tsc's folders: `new URL('..', import.meta.url)` is dist/ from either.
+  chunkFileNames: '_chunks/[name]-[hash].js',
+  minify: false,
+});
+await bundle.close();
+
+// tsc's JavaScript (and its maps, which name sources the package does not ship) give way to the
+// bundle; its declarations stay.
+for (const file of walk(DIST)) if (/\.js(\.map)?$/.test(file)) rmSync(file);
+for (const file of walk(OUT)) {
+  const to = join(DIST, relative(OUT, file));
+  mkdirSync(join(to, '..'), { recursive: true });
+  renameSync(file, to);
+}
+rmSync(OUT, { recursive: true, force: true });
+
+function* walk(dir) {
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) yield* walk(path);
+    else yield path;
+  }
+}
