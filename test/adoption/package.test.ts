@@ -76,7 +76,9 @@ describe('the npm package (npm pack)', () => {
   it('ships the bundle only: its entry points and the chunks something shipped imports (a stale dist would publish dead modules)', async () => {
     const manifest = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as Manifest;
     const entries = [
-      ...Object.values(manifest.exports).map((target) => (typeof target === 'string' ? target : target.default)),
+      ...Object.values(manifest.exports)
+        .map((target) => (typeof target === 'string' ? target : target.default))
+        .filter((path) => path.endsWith('.js')),
       ...Object.values(manifest.bin),
       './dist/watchdog/watchdog-worker.js', // started by path as the watchdog thread
     ].map((path) => path.replace(/^\.\//, ''));

@@ -36,7 +36,7 @@ interface Service {
   entry: string;
   /** A route whose handler calls the upstream (UPSTREAM_URL); every service answers 503 when that call fails. */
   upstreamRoute: string;
-  /** Node processes that run test files (more may run: the runner's own). */
+  /** Node processes that run test files under lifeline (jest's own process may be one more). */
   minTestProcesses: number;
   /** The name of the upstream route's server span: its framework's route (no OpenTelemetry instrumentation for it is installed), or the method alone. */
   serverSpan: string;
@@ -64,7 +64,7 @@ const SERVICES: Service[] = [
     runner: 'tap (3 files, a process each)',
     entry: 'src/server.mjs',
     upstreamRoute: '/convert?from=EUR&to=USD',
-    minTestProcesses: 4,
+    minTestProcesses: 3,
     serverSpan: 'GET', // node:http alone: no route to name
   },
   {
@@ -172,8 +172,12 @@ describe.each(SERVICES)('$name ($runner)', (service) => {
     const plainSecond = await npmTest();
     expect(plainSecond.code, describeRun('plain npm test (again)', plainSecond)).toBe(0);
 
-    // Register mode really ran in the suite's processes (it skips npm's own process by design).
-    const evidence = (await readEvidence(evidenceFile)).filter(({ argv }) => !/npm-cli\.js$|\/npm$/.test(argv[0] ?? ''));
+    // Register mode really ran in the suite's processes. It skips npm's own process, and tap's and
+    // vitest's CLI processes (they only start the processes that run the tests), by design.
+    const processes = (await readEvidence(evidenceFile)).filter(({ argv }) => !/npm-cli\.js$|\/npm$/.test(argv[0] ?? ''));
+    const runnerCli = ({ argv }: { argv: string[] }): boolean => /[\\/](tap|vitest)$|[\\/]vitest\.mjs$/.test(argv[0] ?? '');
+    for (const proc of processes.filter(runnerCli)) expect(proc.tracerProvider, JSON.stringify(proc)).toBe('NoopTracerProvider');
+    const evidence = processes.filter((proc) => !runnerCli(proc));
     expect(evidence.length, `processes that loaded register mode: ${JSON.stringify(evidence)}`).toBeGreaterThanOrEqual(
       service.minTestProcesses,
     );
