@@ -36,8 +36,21 @@ await bundle.write({
   // One level below dist/, like tsc's folders: `new URL('..', import.meta.url)` is dist/ from either.
   chunkFileNames: '_chunks/[name]-[hash].js',
   minify: false,
+  // TSDoc is in the declarations; in the JavaScript it is text every process would scan. Licences stay.
+  comments: { legal: true, annotation: true, jsdoc: false },
 });
 await bundle.close();
+
+// lifeline's own undici is required on the first request that needs it (src/undici/install.ts),
+// not imported at start-up: the same, as one CommonJS file instead of ~100 modules.
+const undici = await rolldown({ input: 'undici', platform: 'node', logLevel: 'warn' });
+await undici.write({
+  file: join(OUT, '_chunks', 'undici.cjs'),
+  format: 'cjs',
+  minify: false,
+  comments: { legal: true, annotation: true, jsdoc: false },
+});
+await undici.close();
 
 // tsc's JavaScript (and its maps, which name sources the package does not ship) give way to the
 // bundle; its declarations stay.

@@ -1,4 +1,6 @@
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import type { Dispatcher } from 'undici';
 import type * as Undici from 'undici';
 import { LifelineError } from '../errors/index.js';
@@ -36,9 +38,14 @@ const LEGACY_SLOT = Symbol.for('undici.globalDispatcher.1');
 type Slots = Record<symbol, unknown>;
 
 const requireHere = createRequire(import.meta.url);
-/** lifeline's own undici, loaded on first install rather than at import (start-up time). */
+/**
+ * lifeline's own undici, loaded on first install rather than at import (start-up time). The
+ * published package carries it as one file beside its chunks (one read, not ~100 modules); run
+ * from its sources, lifeline loads the package.
+ */
 function ownUndici(): typeof Undici {
-  return requireHere('undici') as typeof Undici;
+  const bundled = new URL('../_chunks/undici.cjs', import.meta.url);
+  return requireHere(existsSync(bundled) ? fileURLToPath(bundled) : 'undici') as typeof Undici;
 }
 
 /**
