@@ -43,8 +43,7 @@ describe('the deadline dispatcher is built on the first request', () => {
         const global = getGlobalDispatcher();
         setGlobalDispatcher(global.compose(interceptors.dns()));
         const error = await withTimeout(300, () => fetch('${server.url}/').then((r) => r.text())).catch((e) => e);
-        // An undici Dispatcher: of lifeline's own undici copy, so not ` instanceof
-          ` the app's class.
+        // An undici Dispatcher: of lifeline's own undici copy, so not an instance of the app's class.
         const classes = [];
         for (let proto = Object.getPrototypeOf(global); proto !== null; proto = Object.getPrototypeOf(proto)) classes.push(proto.constructor.name);
         console.log(JSON.stringify({ dispatcher: classes.includes('Dispatcher'), bounded: isDeadlineExceeded(error) }));
