@@ -127,10 +127,11 @@ table(
 );
 // Per round against OTel's register in the same round: the rounds drift on a shared machine.
 const ours = runs.get(VARIANTS[3]?.name ?? '') ?? [];
-for (const [figure, of] of [
-  ["register start-up, time to first answer ÷ OTel's register (same instrumentations)", (r: Run) => r.readyMs],
-  ["register start-up, RSS ÷ OTel's register (same instrumentations)", (r: Run) => r.rssMb],
+// The targets of issue 29: no slower than OpenTelemetry's register, and at most 5% more memory.
+for (const [figure, of, bound] of [
+  ["register start-up, time to first answer ÷ OTel's register (same instrumentations)", (r: Run) => r.readyMs, 1],
+  ["register start-up, RSS ÷ OTel's register (same instrumentations)", (r: Run) => r.rssMb, 1.05],
 ] as const) {
   const ratio = summarize(ours.map((r, i) => of(r) / of(baseline[i] ?? r)));
-  target({ figure, measured: spread(ratio, 2), target: '≤ 1.00', met: ratio.median <= 1 });
+  target({ figure, measured: spread(ratio, 2), target: `≤ ${bound.toFixed(2)}`, met: ratio.median <= bound });
 }

@@ -6,11 +6,13 @@
 //
 // Left outside the bundle, loaded from the package's dependencies as before:
 // - import-in-the-middle and require-in-the-middle: their loader hook and the modules it generates
-//   import the hook registry by its file, so it must be that file's one instance;
+//   import the hook registry by its file, so it must be that file's one instance (both are
+//   dependencies of lifeline's own: the copy the bundle imports is the one the hook is loaded from);
 // - @grpc/grpc-js (only the OTLP/gRPC exporter uses lifeline's copy) and pino (only loaded when
 //   something is logged): large, and loaded lazily anyway;
-// - whatever OpenTelemetry's packages `require` at run time (e.g. forwarded-parse).
-import { readdirSync, rmSync, statSync, renameSync, mkdirSync } from 'node:fs';
+// - what OpenTelemetry's packages `require` at run time (forwarded-parse): a dependency of
+//   lifeline's own, so that it is found from dist/ (the package's own node_modules).
+import { mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { rolldown } from 'rolldown';
 
@@ -21,6 +23,7 @@ const ENTRIES = ['index', 'sdk/index', 'register/register', 'cli/main', 'watchdo
 const EXTERNAL = /^(import-in-the-middle|require-in-the-middle|@grpc\/grpc-js|pino)(\/|$)/;
 
 rmSync(OUT, { recursive: true, force: true });
+mkdirSync(OUT, { recursive: true });
 const bundle = await rolldown({
   input: Object.fromEntries(ENTRIES.map((entry) => [entry, join(DIST, `${entry}.js`)])),
   platform: 'node',
@@ -41,16 +44,39 @@ await bundle.write({
 });
 await bundle.close();
 
-// lifeline's own undici is required on the first request that needs it (src/undici/install.ts),
-// not imported at start-up: the same, as one CommonJS file instead of ~100 modules.
-const undici = await rolldown({ input: 'undici', platform: 'node', logLevel: 'warn' });
+// lifeline's own undici is required on the first request that needs it (src/undici/own-undici.ts),
+// not imported at start-up: as CommonJS files instead of ~100 modules, and only the parts lifeline
+// uses (its Agent, not fetch, mocks, WebSocket or caches: half of the code to compile). The symbols
+// module is an entry of its own, read at start-up without the rest; both share its one instance.
+const UNDICI_PARTS = {
+  undici: `
+const { getGlobalDispatcher, setGlobalDispatcher } = require('undici/lib/global.js');
+module.exports = {
+  Agent: require('undici/lib/dispatcher/agent.js'),
+  Dispatcher: require('undici/lib/dispatcher/dispatcher.js'),
+  FormData: require('undici/lib/web/fetch/formdata.js').FormData,
+  getGlobalDispatcher,
+  setGlobalDispatcher,
+};
+`,
+  'undici-symbols': `module.exports = require('undici/lib/core/symbols.js');\n`,
+};
+for (const [name, text] of Object.entries(UNDICI_PARTS)) writeFileSync(join(OUT, `${name}.entry.cjs`), text);
+const undici = await rolldown({
+  input: Object.fromEntries(Object.keys(UNDICI_PARTS).map((name) => [name, join(OUT, `${name}.entry.cjs`)])),
+  platform: 'node',
+  logLevel: 'warn',
+});
 await undici.write({
-  file: join(OUT, '_chunks', 'undici.cjs'),
+  dir: join(OUT, '_chunks'),
   format: 'cjs',
+  entryFileNames: '[name].cjs',
+  chunkFileNames: 'undici-[name]-[hash].cjs',
   minify: false,
   comments: { legal: true, annotation: true, jsdoc: false },
 });
 await undici.close();
+for (const name of Object.keys(UNDICI_PARTS)) rmSync(join(OUT, `${name}.entry.cjs`));
 
 // tsc's JavaScript (and its maps, which name sources the package does not ship) give way to the
 // bundle; its declarations stay.

@@ -1,6 +1,5 @@
 import { context } from '@opentelemetry/api';
 import { subscribe } from 'node:diagnostics_channel';
-import { createRequire } from 'node:module';
 import type { Dispatcher } from 'undici';
 import { contextWithDeadline, DeadlineScope } from '../deadline/index.js';
 import {
@@ -12,23 +11,15 @@ import {
   type RequestAttributes,
 } from '../policy/index.js';
 import { undiciRejects, wrapWithDeadline, type DeadlineHandler, type QueuedAbortHook } from './deadline-handler.js';
+import { ownQueuedAbortSymbol } from './own-undici.js';
 import { withDeadlineHeader } from './request-headers.js';
 
 /**
  * undici's dispatch option through which a queued request can be cancelled before it has a
- * connection. It is internal to undici (no public export), so we read it defensively: without it,
+ * connection (lifeline's own undici's: the Agent the global dispatcher is built on). Without it,
  * DeadlineHandler still frees the caller at the deadline, only the span ends later.
  */
-const kQueuedAbort = loadQueuedAbortSymbol();
-
-function loadQueuedAbortSymbol(): symbol | undefined {
-  try {
-    const symbols = createRequire(import.meta.url)('undici/lib/core/symbols.js') as { kQueuedAbort?: unknown };
-    return typeof symbols.kQueuedAbort === 'symbol' ? symbols.kQueuedAbort : undefined;
-  } catch {
-    return undefined;
-  }
-}
+const kQueuedAbort = ownQueuedAbortSymbol();
 
 type DispatchOptions = Dispatcher.DispatchOptions & { [key: symbol]: unknown };
 

@@ -1,12 +1,9 @@
-import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import type { Dispatcher } from 'undici';
-import type * as Undici from 'undici';
 import { LifelineError } from '../errors/index.js';
 import type { DeadlinePolicyOptions } from '../policy/index.js';
 import { deadlineInterceptor } from './deadline-interceptor.js';
 import { adoptFormData } from './form-data.js';
+import { ownUndici } from './own-undici.js';
 
 /** Options of {@link installDeadlineDispatcher}. */
 export interface DeadlineDispatcherOptions extends DeadlinePolicyOptions {
@@ -36,17 +33,6 @@ export interface InstalledDeadlineDispatcher {
 const SLOT = Symbol.for('undici.globalDispatcher.2');
 const LEGACY_SLOT = Symbol.for('undici.globalDispatcher.1');
 type Slots = Record<symbol, unknown>;
-
-const requireHere = createRequire(import.meta.url);
-/**
- * lifeline's own undici, loaded on first install rather than at import (start-up time). The
- * published package carries it as one file beside its chunks (one read, not ~100 modules); run
- * from its sources, lifeline loads the package.
- */
-function ownUndici(): typeof Undici {
-  const bundled = new URL('../_chunks/undici.cjs', import.meta.url);
-  return requireHere(existsSync(bundled) ? fileURLToPath(bundled) : 'undici') as typeof Undici;
-}
 
 /**
  * Sets the global undici dispatcher — used by Node's `fetch` and by every copy of the `undici`

@@ -1,11 +1,13 @@
+import { createServer, type AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { runModule } from '../support/node.js';
 import { serve, stallsBody } from '../support/servers.js';
 
 // Each case runs in a fresh process: whether undici is loaded, and what the global slots hold, is
-// per process. (One small file of undici, its symbols, is read at import; its index is the cost.)
+// per process. (One small file of undici, its symbols, is read at import; the rest is the cost:
+// the package's index, or in the built package the bundle of the parts lifeline uses.)
 const LOADED =
-  "Object.keys((await import('node:module')).createRequire(import.meta.url).cache).some((f) => f.endsWith('/node_modules/undici/index.js'))";
+  "Object.keys((await import('node:module')).createRequire(import.meta.url).cache).some((f) => /\\/node_modules\\/undici\\/index\\.js$|\\/_chunks\\/undici\\.cjs$/.test(f))";
 
 describe('the deadline dispatcher is built on the first request', () => {
   it('installing loads no undici; the first fetch builds it and is bounded like any other', async () => {
@@ -29,6 +31,34 @@ describe('the deadline dispatcher is built on the first request', () => {
       expect(report.ms).toBeLessThan(5_000);
     } finally {
       await server.close();
+    }
+  });
+
+  it("a request waiting for its connection (a TLS handshake nobody answers) leaves lifeline's undici at the deadline, not at the connect timeout", async () => {
+    // The queue is undici's: only the dispatch option of the same undici copy takes a request out of
+    // it (the published package's bundle of undici included), which ends the request, and its span, then.
+    const silent = createServer(() => undefined); // takes the connection, never answers the ClientHello
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = silent.address() as AddressInfo;
+      const result = await runModule(`
+        import { subscribe } from 'node:diagnostics_channel';
+        import { installDeadlineDispatcher, isDeadlineExceeded, withTimeout } from 'otel-lifeline';
+        installDeadlineDispatcher();
+        const started = Date.now();
+        const ended = new Promise((resolve) => subscribe('undici:request:error', () => resolve(Date.now() - started)));
+        const error = await withTimeout(300, () => fetch('https://127.0.0.1:${String(port)}/')).catch((e) => e);
+        const requestEndedMs = await Promise.race([ended, new Promise((resolve) => setTimeout(() => resolve('still waiting'), 3_000))]);
+        console.log(JSON.stringify({ bounded: isDeadlineExceeded(error), callerMs: Date.now() - started, requestEndedMs }));
+        process.exit(0);
+      `);
+      expect(result.stderr).toBe('');
+      const report = JSON.parse(result.stdout) as { bounded: boolean; callerMs: number; requestEndedMs: number | string };
+      expect(report.bounded).toBe(true);
+      expect(report.requestEndedMs).toBeTypeOf('number');
+      expect(report.requestEndedMs).toBeLessThan(2_000); // undici's connect timeout is 10 s
+    } finally {
+      silent.close();
     }
   });
 
