@@ -21,6 +21,11 @@ const OUT = new URL('../dist.bundle/', import.meta.url).pathname;
 /** Loaded by path or by `import`: package.json's exports and bin, and the watchdog thread's script. */
 const ENTRIES = ['index', 'sdk/index', 'register/register', 'cli/main', 'watchdog/watchdog-worker'];
 const EXTERNAL = /^(import-in-the-middle|require-in-the-middle|@grpc\/grpc-js|pino)(\/|$)/;
+/**
+ * Not minified: stack dumps and debuggers show the code as written. TSDoc is in the declarations;
+ * in the JavaScript it is text every process would scan. Licences stay.
+ */
+const TEXT = { minify: false, comments: { legal: true, annotation: true, jsdoc: false } };
 
 rmSync(OUT, { recursive: true, force: true });
 mkdirSync(OUT, { recursive: true });
@@ -29,8 +34,6 @@ const bundle = await rolldown({
   platform: 'node',
   external: (id) => id.startsWith('node:') || EXTERNAL.test(id),
   logLevel: 'warn',
-  // Stack dumps and the API reports name lifeline's functions: keep them.
-  treeshake: true,
 });
 await bundle.write({
   dir: OUT,
@@ -38,9 +41,7 @@ await bundle.write({
   entryFileNames: '[name].js',
   // One level below dist/, like tsc's folders: `new URL('..', import.meta.url)` is dist/ from either.
   chunkFileNames: '_chunks/[name]-[hash].js',
-  minify: false,
-  // TSDoc is in the declarations; in the JavaScript it is text every process would scan. Licences stay.
-  comments: { legal: true, annotation: true, jsdoc: false },
+  ...TEXT,
 });
 await bundle.close();
 
@@ -72,8 +73,7 @@ await undici.write({
   format: 'cjs',
   entryFileNames: '[name].cjs',
   chunkFileNames: 'undici-[name]-[hash].cjs',
-  minify: false,
-  comments: { legal: true, annotation: true, jsdoc: false },
+  ...TEXT,
 });
 await undici.close();
 for (const name of Object.keys(UNDICI_PARTS)) rmSync(join(OUT, `${name}.entry.cjs`));
