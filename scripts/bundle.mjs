@@ -12,12 +12,13 @@
 //   something is logged): large, and loaded lazily anyway;
 // - what OpenTelemetry's packages `require` at run time (forwarded-parse): a dependency of
 //   lifeline's own, so that it is found from dist/ (the package's own node_modules).
-import { mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { rolldown } from 'rolldown';
 
-const DIST = new URL('../dist/', import.meta.url).pathname;
-const OUT = new URL('../dist.bundle/', import.meta.url).pathname;
+const DIST = fileURLToPath(new URL('../dist/', import.meta.url));
+const OUT = fileURLToPath(new URL('../dist.bundle/', import.meta.url));
 /** Loaded by path or by `import`: package.json's exports and bin, and the watchdog thread's script. */
 const ENTRIES = ['index', 'sdk/index', 'register/register', 'cli/main', 'watchdog/watchdog-worker'];
 const EXTERNAL = /^(import-in-the-middle|require-in-the-middle|@grpc\/grpc-js|pino)(\/|$)/;
@@ -39,7 +40,9 @@ await bundle.write({
   dir: OUT,
   format: 'esm',
   entryFileNames: '[name].js',
-  // One level below dist/, like tsc's folders: `new URL('..', import.meta.url)` is dist/ from either.
+  // One level below dist/, like tsc's folders: paths relative to a module's own file
+  // (`new URL('../_chunks/…', import.meta.url)`) mean the same from a chunk or a folder's file;
+  // checked below for the one file that is not one level down, dist/index.js.
   chunkFileNames: '_chunks/[name]-[hash].js',
   ...TEXT,
 });
@@ -77,6 +80,14 @@ await undici.write({
 });
 await undici.close();
 for (const name of Object.keys(UNDICI_PARTS)) rmSync(join(OUT, `${name}.entry.cjs`));
+
+// A module that finds files relative to itself must not land in dist/ itself (only the root
+// entry does: were a module only it imports inlined there, its paths would point outside dist/).
+for (const file of walk(OUT)) {
+  if (!relative(OUT, file).includes(sep) && readFileSync(file, 'utf8').includes('import.meta')) {
+    throw new Error(`${relative(OUT, file)} uses import.meta: its module's relative paths would be wrong there`);
+  }
+}
 
 // tsc's JavaScript (and its maps, which name sources the package does not ship) give way to the
 // bundle; its declarations stay.

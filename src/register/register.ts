@@ -18,10 +18,11 @@ import { errorText } from '../errors/index.js';
 // would take the probe port (the kubelet would then probe them) and pay lifeline's start-up for nothing.
 const LAUNCHER = /^(npm|npx|pnpm|pnpx|yarn|yarnpkg|corepack|nodemon|pm2|pm2-runtime|tsx)(-cli)?(\.[cm]?js)?$|^yarn-[\d.]+(-[\w.]+)?\.cjs$/;
 const LAUNCHER_PACKAGE = /[\\/]node_modules[\\/](nodemon|pm2|tsx)[\\/]/;
-// A test runner's own process only starts the processes that run the tests: tap's and vitest's
-// always do (jest may run them in its own process; `node --test`'s loads no --import at all).
-const RUNNER = /^(tap|vitest)(\.[cm]?js)?$/;
-// Their CLIs only (vitest's test processes run files of its own package).
+// A test runner's own process only starts the processes that run the tests: tap's always does, and
+// so does vitest's with its default pool (with a thread pool it runs them in worker threads of its
+// own, which skip lifeline anyway). jest's may run them itself; `node --test`'s loads no --import.
+// Their CLIs by the names npm links them under, and by their files.
+const RUNNER = /^(tap|vitest)$/;
 const RUNNER_PACKAGE = /[\\/]node_modules[\\/](tap[\\/]dist[\\/]\w+[\\/]run|vitest[\\/]vitest)\.m?js$/;
 const main = process.argv[1] ?? '';
 const skip =
@@ -51,15 +52,15 @@ async function start(): Promise<void> {
   const { logLevel } = config;
   const logger = logLevel === undefined ? undefined : (await import('pino')).pino({ name: 'lifeline', level: logLevel });
   // Nobody probes a test runner's processes: without a port chosen they serve none (and say nothing
-  // of it), and start no watchdog thread (which serves probes through a blocked loop, and would
-  // report a test's own blocking as a stall) unless LIFELINE_WATCHDOG asks for one. In Kubernetes
-  // a probe server is always wanted, whatever the environment says.
-  const testProcess =
-    config.probe !== false && config.probe.port === undefined && process.env.KUBERNETES_SERVICE_HOST === undefined && inTestRunner();
+  // of it), and whatever the probe settings, they start no watchdog thread (which serves probes
+  // through a blocked loop, and would report a test's own blocking as a stall) unless
+  // LIFELINE_WATCHDOG asks for one. In Kubernetes a probe server is always wanted, whatever the
+  // environment says.
+  const testProcess = process.env.KUBERNETES_SERVICE_HOST === undefined && inTestRunner();
   try {
     await startLifeline({
       probe:
-        config.probe === false || testProcess
+        config.probe === false || (testProcess && config.probe.port === undefined)
           ? false
           : { ...config.probe, ...config.probeLimits, whenPortBusy: whenPortBusy(config.probe.port) },
       exportBuffer: config.exportBuffer,

@@ -38,7 +38,10 @@ export async function installEsmHook(include: readonly string[], from: string = 
 }
 
 async function installFrom(from: string, include: readonly string[]): Promise<EsmHookMode> {
-  const fromInstrumentation = createRequire(createRequire(from).resolve('@opentelemetry/instrumentation'));
+  // lifeline's own instrumentations are bundled with the @opentelemetry/instrumentation they use,
+  // which imports import-in-the-middle from lifeline's own dependencies: the loader must be that copy.
+  const fromInstrumentation =
+    from === import.meta.filename ? createRequire(from) : createRequire(createRequire(from).resolve('@opentelemetry/instrumentation'));
   const loaderUrl = (file: string): string => pathToFileURL(fromInstrumentation.resolve(`import-in-the-middle/${file}`)).href;
   const sync = (await import(loaderUrl('supports-sync-hooks.mjs'))) as { supportsSyncHooks(): boolean };
   if (sync.supportsSyncHooks()) {

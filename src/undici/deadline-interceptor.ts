@@ -16,8 +16,10 @@ import { withDeadlineHeader } from './request-headers.js';
 
 /**
  * undici's dispatch option through which a queued request can be cancelled before it has a
- * connection (lifeline's own undici's: the Agent the global dispatcher is built on). Without it,
- * DeadlineHandler still frees the caller at the deadline, only the span ends later.
+ * connection. It is lifeline's own undici's: it works on the Agent lifeline builds the global
+ * dispatcher on, not on a dispatcher of another undici copy this interceptor is composed onto (the
+ * app's own dispatchers get their copy's symbol: own-dispatchers.ts). Without it, DeadlineHandler
+ * still frees the caller at the deadline, only the span ends later.
  */
 const kQueuedAbort = ownQueuedAbortSymbol();
 

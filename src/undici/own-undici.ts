@@ -3,21 +3,25 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import type * as Undici from 'undici';
 
-const requireHere = createRequire(import.meta.url);
+/** What lifeline uses of its own undici: all the published package's bundle of it carries. */
+export type OwnUndici = Pick<typeof Undici, 'Agent' | 'Dispatcher' | 'FormData' | 'getGlobalDispatcher' | 'setGlobalDispatcher'>;
 
+const requireHere = createRequire(import.meta.url);
 /**
- * A module of lifeline's own undici: in the published package, a file beside lifeline's chunks (the
- * parts lifeline uses, bundled: one read, not ~100 modules); run from lifeline's sources, the
- * package's own module. Both files of the bundle share its modules, as the package's do.
+ * lifeline's own undici: in the published package, two files beside lifeline's chunks (the parts
+ * above and undici's symbols module, which both share: one read, not ~100 modules); run from
+ * lifeline's sources, the package. Decided once for both, so that the symbols always come from the
+ * copy the Agent does.
  */
-function ownUndiciModule(bundled: string, packaged: string): unknown {
-  const file = new URL(`../_chunks/${bundled}`, import.meta.url);
-  return requireHere(existsSync(file) ? fileURLToPath(file) : packaged);
-}
+const BUNDLED = ((): { parts: string; symbols: string } | undefined => {
+  const parts = fileURLToPath(new URL('../_chunks/undici.cjs', import.meta.url));
+  const symbols = fileURLToPath(new URL('../_chunks/undici-symbols.cjs', import.meta.url));
+  return existsSync(parts) && existsSync(symbols) ? { parts, symbols } : undefined;
+})();
 
 /** lifeline's own undici, loaded on first use rather than at import (start-up time). */
-export function ownUndici(): typeof Undici {
-  return ownUndiciModule('undici.cjs', 'undici') as typeof Undici;
+export function ownUndici(): OwnUndici {
+  return requireHere(BUNDLED?.parts ?? 'undici') as OwnUndici;
 }
 
 /**
@@ -27,7 +31,7 @@ export function ownUndici(): typeof Undici {
  */
 export function ownQueuedAbortSymbol(): symbol | undefined {
   try {
-    const symbols = ownUndiciModule('undici-symbols.cjs', 'undici/lib/core/symbols.js') as { kQueuedAbort?: unknown };
+    const symbols = requireHere(BUNDLED?.symbols ?? 'undici/lib/core/symbols.js') as { kQueuedAbort?: unknown };
     return typeof symbols.kQueuedAbort === 'symbol' ? symbols.kQueuedAbort : undefined;
   } catch {
     return undefined;

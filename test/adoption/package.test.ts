@@ -82,7 +82,9 @@ describe('the npm package (npm pack)', () => {
       ...Object.values(manifest.bin),
       './dist/watchdog/watchdog-worker.js', // started by path as the watchdog thread
     ].map((path) => path.replace(/^\.\//, ''));
-    const scripts = files.filter((file) => file.startsWith('dist/') && file.endsWith('.js'));
+    const scripts = files.filter((file) => file.startsWith('dist/') && /\.c?js$/.test(file));
+    // lifeline's own undici, loaded by path (without them it would quietly fall back to the package).
+    expect(scripts).toEqual(expect.arrayContaining(['dist/_chunks/undici.cjs', 'dist/_chunks/undici-symbols.cjs']));
     expect(scripts.filter((file) => !file.startsWith('dist/_chunks/')).sort()).toEqual([...new Set(entries)].sort());
     const texts = await Promise.all(scripts.map((file) => readFile(join(ROOT, file), 'utf8')));
     const unused = scripts

@@ -213,6 +213,14 @@ describe('register mode in a service as it is', () => {
         env: { ...jest, LIFELINE_WATCHDOG: 'on' },
       });
       expect(asked.stdout).toContain('thread started');
+      // Whatever the probe settings.
+      for (const port of ['0', String(await freePort())]) {
+        const probed = await runNode(['--import', threads, '--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
+          env: { ...jest, LIFELINE_PROBE_PORT: port },
+        });
+        expect(probed.stdout, `LIFELINE_PROBE_PORT=${port}`).toContain('app listening');
+        expect(probed.stdout, `LIFELINE_PROBE_PORT=${port}`).not.toContain('thread started');
+      }
     } finally {
       holder?.close();
     }
@@ -375,29 +383,30 @@ describe('register mode in a service as it is', () => {
 
   it("a test runner's own process skips lifeline when its tests run in processes of their own (tap, vitest)", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'lifeline-runner-'));
-    const probe = "console.log(globalThis[Symbol.for('opentelemetry.js.api.1')]?.trace ? 'sdk' : 'none')";
-    const runners = [
-      'tap',
-      'vitest',
-      'vitest.mjs',
-      join('node_modules', 'tap', 'dist', 'esm', 'run.mjs'),
-      join('node_modules', 'vitest', 'vitest.mjs'),
-    ];
-    for (const runner of runners) {
-      mkdirSync(dirname(join(dir, runner)), { recursive: true });
-      writeFileSync(join(dir, runner), probe);
+    try {
+      const probe = "console.log(globalThis[Symbol.for('opentelemetry.js.api.1')]?.trace ? 'sdk' : 'none')";
+      const write = (file: string): string => {
+        mkdirSync(dirname(join(dir, file)), { recursive: true });
+        writeFileSync(join(dir, file), probe);
+        return join(dir, file);
+      };
+      // Their CLIs as npm links them (.bin/tap, .bin/vitest) and as their files.
+      const runners = [
+        'tap',
+        'vitest',
+        join('node_modules', 'tap', 'dist', 'esm', 'run.mjs'),
+        join('node_modules', 'vitest', 'vitest.mjs'),
+      ];
+      // vitest's test processes run a file of its own package, and a service may have a file of the same name.
+      const others = [join('node_modules', 'vitest', 'dist', 'workers', 'forks.js'), join('src', 'vitest.mjs'), join('src', 'tap.js')];
+      const env = { ...process.env, LIFELINE_PROBE_PORT: '0', OTEL_TRACES_EXPORTER: 'none' };
+      const said = async (file: string): Promise<string> =>
+        (await runNode(['--import', 'otel-lifeline/register', write(file)], { env })).stdout.trim();
+      for (const runner of runners) expect(await said(runner), runner).toBe('none');
+      for (const other of others) expect(await said(other), other).toBe('sdk');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
-    // vitest's test processes run a file of its own package: they are not its CLI.
-    const worker = join('node_modules', 'vitest', 'dist', 'workers', 'forks.js');
-    mkdirSync(dirname(join(dir, worker)), { recursive: true });
-    writeFileSync(join(dir, worker), probe);
-    const env = { ...process.env, LIFELINE_PROBE_PORT: '0', OTEL_TRACES_EXPORTER: 'none' };
-    for (const runner of runners) {
-      const result = await runNode(['--import', 'otel-lifeline/register', join(dir, runner)], { env });
-      expect(result.stdout.trim(), runner).toBe('none');
-    }
-    expect((await runNode(['--import', 'otel-lifeline/register', join(dir, worker)], { env })).stdout.trim()).toBe('sdk');
-    rmSync(dir, { recursive: true, force: true });
   });
 
   it('says once that spans cannot be exported when no collector listens', async () => {
