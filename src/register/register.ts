@@ -51,20 +51,16 @@ async function start(): Promise<void> {
   const { startLifeline } = await import('../sdk/index.js');
   const { logLevel } = config;
   const logger = logLevel === undefined ? undefined : (await import('pino')).pino({ name: 'lifeline', level: logLevel });
-  // Nobody probes a test runner's processes: without a port chosen they serve none (and say nothing
-  // of it), and whatever the probe settings, they start no watchdog thread (which serves probes
-  // through a blocked loop, and would report a test's own blocking as a stall) unless
-  // LIFELINE_WATCHDOG asks for one. In Kubernetes a probe server is always wanted, whatever the
-  // environment says.
-  const testProcess = process.env.KUBERNETES_SERVICE_HOST === undefined && inTestRunner();
   try {
     await startLifeline({
+      // Nobody probes a test runner's processes: without a port chosen they serve none (and say
+      // nothing of it). In Kubernetes a probe server is always wanted, whatever the environment says.
       probe:
-        config.probe === false || (testProcess && config.probe.port === undefined)
+        config.probe === false || (config.probe.port === undefined && process.env.KUBERNETES_SERVICE_HOST === undefined && inTestRunner())
           ? false
           : { ...config.probe, ...config.probeLimits, whenPortBusy: whenPortBusy(config.probe.port) },
       exportBuffer: config.exportBuffer,
-      watchdog: testProcess && process.env.LIFELINE_WATCHDOG === undefined ? false : config.watchdog,
+      watchdog: config.watchdog,
       ...(config.evidence ? {} : { evidence: false as const }),
       ...(config.grpcHealth ? {} : { grpcHealth: false }),
       deadlines: {

@@ -187,7 +187,7 @@ describe('register mode in a service as it is', () => {
     }
   });
 
-  it("a test runner's processes serve no probes unless a port is chosen, and start no watchdog thread unless asked: nothing held, nothing said (a stray variable of the same name is no test runner)", async () => {
+  it("a test runner's processes serve no probes unless a port is chosen: nothing held, nothing said (a stray variable of the same name is no test runner)", async () => {
     const holder = await holdPort(5555);
     try {
       const env = { ...outsideTestRunner(), LIFELINE_PROBE_PORT: '', OTEL_TRACES_EXPORTER: 'none', APP_LIFETIME_MS: '200' };
@@ -201,26 +201,6 @@ describe('register mode in a service as it is', () => {
         env: { ...env, TAP: 'yes-please' },
       });
       expect(stray.stdout).toContain('the probe port is held by'); // it tried to serve probes
-      // Nor a watchdog thread, unless asked for one.
-      const threads = "data:text/javascript,process.on('worker', () => console.log('thread started'))";
-      const jest = { ...env, JEST_WORKER_ID: '1' };
-      const quiet = await runNode(['--import', threads, '--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
-        env: jest,
-      });
-      expect(quiet.stdout).toContain('app listening');
-      expect(quiet.stdout).not.toContain('thread started');
-      const asked = await runNode(['--import', threads, '--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
-        env: { ...jest, LIFELINE_WATCHDOG: 'on' },
-      });
-      expect(asked.stdout).toContain('thread started');
-      // Whatever the probe settings.
-      for (const port of ['0', String(await freePort())]) {
-        const probed = await runNode(['--import', threads, '--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
-          env: { ...jest, LIFELINE_PROBE_PORT: port },
-        });
-        expect(probed.stdout, `LIFELINE_PROBE_PORT=${port}`).toContain('app listening');
-        expect(probed.stdout, `LIFELINE_PROBE_PORT=${port}`).not.toContain('thread started');
-      }
     } finally {
       holder?.close();
     }
