@@ -1,41 +1,56 @@
 import type { Instrumentation } from '@opentelemetry/instrumentation';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 import { LifelineError } from '../index.js';
 import { errorText } from '../errors/index.js';
+import { autoInstrumentationsDeferred, DeferredInstrumentations, type AutoInstrumentations } from './deferred-instrumentations.js';
 
 const PACKAGE = '@opentelemetry/auto-instrumentations-node';
 
 export interface AutoInstrumentationsPackage {
-  getNodeAutoInstrumentations(configs: Record<string, object>): Instrumentation[];
+  /**
+   * The package's `getNodeAutoInstrumentations(configs)`: those of Node's own modules made now,
+   * those of libraries when the app first loads one (see {@link autoInstrumentationsDeferred}).
+   */
+  instrumentations(configs: Record<string, object>): AutoInstrumentations;
   /** Where it was loaded from (a file path): its instrumentations use the OpenTelemetry packages found from there. */
   from: string;
 }
 
 /**
  * The copy found from lifeline's own folder (the app's, in an ordinary npm install: lifeline bundles
- * no auto-instrumentations), its ES module build; else (pnpm's strict layout) the copy the app's
- * main module resolves, its CommonJS build.
+ * no auto-instrumentations); else (pnpm's strict layout) the copy the app's main module resolves.
+ * Its CommonJS build, which is what lets its instrumentations wait (`autoInstrumentationsDeferred`).
  */
-async function load(): Promise<AutoInstrumentationsPackage | undefined> {
-  const specifier: string = PACKAGE; // not a dependency of lifeline: resolved at run time only
+function load(): AutoInstrumentationsPackage | undefined {
+  const entry = resolveFrom(import.meta.filename) ?? resolveFrom(process.argv[1] ?? join(process.cwd(), 'index.js'));
+  if (entry === undefined) return undefined;
+  return {
+    instrumentations: (configs) => {
+      try {
+        return autoInstrumentationsDeferred(entry, configs);
+      } catch {
+        // A package shaped otherwise than the one lifeline knows: loaded as it is, everything made now.
+        return { now: loadAsItIs(entry).getNodeAutoInstrumentations(configs), deferred: new DeferredInstrumentations([], () => undefined) };
+      }
+    },
+    from: entry,
+  };
+}
+
+function resolveFrom(file: string): string | undefined {
   try {
-    const loaded = (await import(specifier)) as Omit<AutoInstrumentationsPackage, 'from'>;
-    return { getNodeAutoInstrumentations: loaded.getNodeAutoInstrumentations, from: fileURLToPath(import.meta.resolve(specifier)) };
+    return createRequire(file).resolve(PACKAGE);
   } catch (err) {
-    // Only the package itself missing means "not installed"; a dependency of it missing is a broken install, said as it is.
-    if (!notFound(err)) throw broken(err);
+    // Only the package itself missing means "not installed"; anything else is a broken install, said as it is.
+    if ((err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' && (err as Error).message.includes(`'${PACKAGE}'`)) return undefined;
+    throw broken(err);
   }
-  let resolved: string;
+}
+
+function loadAsItIs(entry: string): { getNodeAutoInstrumentations(configs: Record<string, object>): Instrumentation[] } {
   try {
-    resolved = createRequire(process.argv[1] ?? join(process.cwd(), 'index.js')).resolve(PACKAGE);
-  } catch {
-    return undefined;
-  }
-  try {
-    const loaded = (await import(pathToFileURL(resolved).href)) as Omit<AutoInstrumentationsPackage, 'from'>;
-    return { getNodeAutoInstrumentations: loaded.getNodeAutoInstrumentations, from: resolved };
+    return createRequire(entry)(entry) as { getNodeAutoInstrumentations(configs: Record<string, object>): Instrumentation[] };
   } catch (err) {
     throw broken(err);
   }
@@ -50,18 +65,13 @@ function broken(err: unknown): LifelineError {
   );
 }
 
-function notFound(err: unknown): boolean {
-  const { code, message } = err as NodeJS.ErrnoException;
-  return code === 'ERR_MODULE_NOT_FOUND' && message.includes(`'${PACKAGE}'`);
-}
-
 /**
  * The app's copy of the auto-instrumentations package; `undefined` when the app does not have it
  * and `required` is false. Its `getNodeAutoInstrumentations` reads
  * `OTEL_NODE_ENABLED_INSTRUMENTATIONS` / `OTEL_NODE_DISABLED_INSTRUMENTATIONS` itself.
  */
-export async function autoInstrumentations(required: boolean): Promise<AutoInstrumentationsPackage | undefined> {
-  const loaded = await load();
+export function autoInstrumentations(required: boolean): AutoInstrumentationsPackage | undefined {
+  const loaded = load();
   if (loaded === undefined && required)
     throw new LifelineError(
       'ERR_INVALID_OPTION',

@@ -1,5 +1,5 @@
 import type { Instrumentation } from '@opentelemetry/instrumentation';
-import { HttpInstrumentation, type HttpInstrumentationConfig } from '@opentelemetry/instrumentation-http';
+import type { HttpInstrumentationConfig } from '@opentelemetry/instrumentation-http';
 import type { UndiciInstrumentationConfig } from '@opentelemetry/instrumentation-undici';
 import type { NodeSDKConfiguration } from '@opentelemetry/sdk-node';
 import type { Sampler, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
@@ -7,6 +7,7 @@ import { apiCopyFrom, warnEnvCorrections, withCorrectedEnv } from '../config/ind
 import { LifelineError } from '../index.js';
 import { loggerOrDefault } from '../log/index.js';
 import { autoInstrumentations } from './auto-instrumentations.js';
+import type { DeferredInstrumentations } from './deferred-instrumentations.js';
 import { startTracingSdk } from './tracing-sdk.js';
 import { installEsmHook, instrumentedModules } from './esm-hook.js';
 import {
@@ -127,6 +128,7 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
     true, // the watchdog thread boots while the SDK loads
     (flush) => flushAtExit(owned.exporters ?? [], flush),
   );
+  let deferred: DeferredInstrumentations | undefined;
   try {
     // Every module first, then every instrumentation at once: see lifelineParts' instrumentations.
     // OpenTelemetry's NodeSDK only when a logs or metrics exporter is asked for: for traces alone
@@ -141,6 +143,8 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
       exportingProcessors(options, owned),
     ]);
     const instrumentations = [...parts.instrumentations, ...chosen.make(parts), ...(options.instrumentations ?? [])];
+    deferred = chosen.deferred?.();
+    deferred?.start(); // before the app loads a module: see DeferredInstrumentations
     const sampler = options.sampler ?? samplerFromEnv(process.env, loggerOrDefault(options.logger));
     const tracing = {
       sampler: options.evidence === false ? sampler : new EvidenceSampler(sampler),
@@ -170,35 +174,56 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
       });
       sdk = started;
     }
-    owned.sdk = sdk;
+    owned.sdk = {
+      shutdown: () => {
+        deferred?.stop();
+        return sdk.shutdown();
+      },
+    };
     refusedRegistration();
-    if (options.esmHook) await installEsmHook(instrumentedModules(instrumentations), chosen.from);
+    if (options.esmHook) await installEsmHook([...instrumentedModules(instrumentations), ...(deferred?.modules ?? [])], chosen.from);
     return await parts.start();
   } catch (err) {
+    deferred?.stop();
     await parts.discard();
     await owned.sdk?.shutdown();
     throw err;
   }
 }
 
+/** What {@link instrumentationsOf} chose: what makes the instrumentations, and those that wait for their module. */
+interface Chosen {
+  make: (parts: LifelineParts) => Instrumentation[];
+  /** After `make`: the auto-instrumentations' deferred ones. */
+  deferred?: () => DeferredInstrumentations | undefined;
+  from?: string;
+}
+
 /**
  * Loads lifeline's instrumentations, or the auto-instrumentations, and returns what makes them
  * (configured with lifeline's hooks) without loading anything more.
  */
-async function instrumentationsOf(options: LifelineOptions): Promise<{ make: (parts: LifelineParts) => Instrumentation[]; from?: string }> {
+async function instrumentationsOf(options: LifelineOptions): Promise<Chosen> {
   if (options.autoInstrumentations) {
-    const auto = await autoInstrumentations(options.autoInstrumentations === true);
-    if (auto !== undefined)
+    const auto = autoInstrumentations(options.autoInstrumentations === true);
+    if (auto !== undefined) {
+      let deferred: DeferredInstrumentations | undefined;
       return {
-        make: (parts) =>
-          auto.getNodeAutoInstrumentations({
+        make: (parts) => {
+          const made = auto.instrumentations({
             '@opentelemetry/instrumentation-http': parts.httpConfig(options.http),
             '@opentelemetry/instrumentation-undici': options.undici ?? {},
-          }),
+          });
+          deferred = made.deferred;
+          return made.now;
+        },
+        deferred: () => deferred,
         from: auto.from, // the app's copy: its instrumentations hook ES modules through the app's loader copy
       };
+    }
   }
-  const [{ GrpcInstrumentation }, { UndiciInstrumentation }, { PinoInstrumentation }] = await Promise.all([
+  const [{ HttpInstrumentation }, { GrpcInstrumentation }, { UndiciInstrumentation }, { PinoInstrumentation }] = await Promise.all([
+    import('@opentelemetry/instrumentation-http'), // not with the auto-instrumentations, which have their own
     import('@opentelemetry/instrumentation-grpc'),
     import('@opentelemetry/instrumentation-undici'),
     import('@opentelemetry/instrumentation-pino'),
