@@ -1,7 +1,8 @@
 // The service of bench/service, in a process of its own: each request fetches the upstream
 // (keep-alive, Node's global fetch) and answers with its body. VARIANT=plain starts OpenTelemetry's
-// NodeSDK with the undici and http instrumentations; VARIANT=lifeline starts startLifeline with its
-// defaults, and runs each fetch under a 10 s deadline. Both batch spans to an exporter that drops them
+// NodeSDK with the undici and http instrumentations; VARIANT=handwritten the same, with
+// `AbortSignal.timeout(10 s)` written on each fetch (what a user would do without lifeline);
+// VARIANT=lifeline starts startLifeline with its defaults, and runs each fetch under a 10 s deadline. Both batch spans to an exporter that drops them
 // (the comparison is making spans and deadlines, not shipping them). Prints {"port":N} when ready.
 import { createRequire } from 'node:module';
 
@@ -13,7 +14,8 @@ const discard = {
   forceFlush: () => Promise.resolve(),
 };
 let run = (fn) => fn();
-if (variant === 'plain') {
+let fetchOptions = () => undefined;
+if (variant === 'plain' || variant === 'handwritten') {
   const { NodeSDK } = await import('@opentelemetry/sdk-node');
   const { HttpInstrumentation } = await import('@opentelemetry/instrumentation-http');
   const { UndiciInstrumentation } = await import('@opentelemetry/instrumentation-undici');
@@ -24,6 +26,7 @@ if (variant === 'plain') {
     metricReaders: [],
     logRecordProcessors: [],
   }).start();
+  if (variant === 'handwritten') fetchOptions = () => ({ signal: AbortSignal.timeout(10_000) });
 } else if (variant === 'lifeline') {
   const { startLifeline } = await import('otel-lifeline/sdk');
   const { withTimeout } = await import('otel-lifeline');
@@ -37,7 +40,7 @@ if (variant === 'plain') {
 // node:http through require, and an ES module `import` at the top would have bound it before.
 const { createServer } = createRequire(import.meta.url)('node:http');
 const server = createServer((_req, res) => {
-  run(async () => (await fetch(upstream)).text()).then(
+  run(async () => (await fetch(upstream, fetchOptions())).text()).then(
     (body) => res.end(body),
     (err) => {
       res.statusCode = 502;
