@@ -192,6 +192,19 @@ export function correctedEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.Proce
 }
 
 /**
+ * Whether `OTEL_LOGS_EXPORTER` or `OTEL_METRICS_EXPORTER` (as the SDK is handed it) asks for an
+ * exporter: set, and without `none`, which turns that signal off in OpenTelemetry's SDK wherever it
+ * appears in the list.
+ */
+export function exporterAskedFor(variable: 'OTEL_LOGS_EXPORTER' | 'OTEL_METRICS_EXPORTER', env: NodeJS.ProcessEnv = process.env): boolean {
+  const names = (correctedEnv(env)[variable] ?? '')
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+  return names.length > 0 && !names.includes('none');
+}
+
+/**
  * Runs `make` (a constructor of the SDK or an exporter, which read `process.env` themselves) with
  * `process.env` corrected, and puts the values back before returning: the app sees its environment
  * as it set it. Synchronous, so nothing else runs in between.

@@ -9,6 +9,7 @@ export {
 export {
   correctedEnv,
   envCorrections,
+  exporterAskedFor,
   MIN_METRIC_EXPORT_INTERVAL_MS,
   warnEnvCorrections,
   withCorrectedEnv,

@@ -1,9 +1,9 @@
 import { context } from '@opentelemetry/api';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { constants, type ClientHttp2Session, type ClientHttp2Stream, type Http2Session, type OutgoingHttpHeaders } from 'node:http2';
+import type { ClientHttp2Session, ClientHttp2Stream, Http2Session, OutgoingHttpHeaders } from 'node:http2';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { DeadlineExceededError, markEndedByDeadline } from '../deadline/index.js';
-import { wrapMethod } from '../hooks/index.js';
+import { whenFirstResolved, wrapMethod } from '../hooks/index.js';
 import {
   CallBounds,
   callDeadline,
@@ -129,22 +129,30 @@ function sendDeadlineHeader(policy: DeadlinePolicy): { reach(session: object): v
     wrapped = true;
     unwrapRequest = wrapRequest(policy, Object.getPrototypeOf(session) as object);
   };
-  const unwrapConnect = wrapMethod<Connect>(
-    http2,
-    'connect',
-    KIND,
-    (original) =>
-      function (this: unknown, ...args: Parameters<Connect>): ClientHttp2Session {
-        const session = Reflect.apply(original, this, args);
-        reach(session);
-        return session;
-      },
-  );
-  // An ES module's `import { connect } from 'node:http2'` sees the wrap too.
-  syncBuiltinESMExports();
+  // node:http2 costs a process ~4 MB and ~15 ms to load (nghttp2, TLS): wrapped when the app loads it, not before.
+  let unwrapConnect: (() => void) | undefined;
+  let installed = true;
+  const stopWaiting = whenFirstResolved(['http2'], () => {
+    if (!installed) return;
+    unwrapConnect = wrapMethod<Connect>(
+      http2(),
+      'connect',
+      KIND,
+      (original) =>
+        function (this: unknown, ...args: Parameters<Connect>): ClientHttp2Session {
+          const session = Reflect.apply(original, this, args);
+          reach(session);
+          return session;
+        },
+    );
+    // An ES module's `import { connect } from 'node:http2'` sees the wrap too.
+    syncBuiltinESMExports();
+  });
   return {
     reach,
     undo() {
+      installed = false;
+      stopWaiting();
       unwrapConnect?.();
       unwrapRequest?.();
       syncBuiltinESMExports();
@@ -154,7 +162,7 @@ function sendDeadlineHeader(policy: DeadlinePolicy): { reach(session: object): v
 
 const KIND = 'lifeline.http2Deadlines';
 type Connect = (...args: unknown[]) => ClientHttp2Session;
-const http2 = createRequire(import.meta.url)('node:http2') as object;
+const http2 = (): typeof import('node:http2') => createRequire(import.meta.url)('node:http2') as typeof import('node:http2');
 
 function wrapRequest(policy: DeadlinePolicy, prototype: object): (() => void) | undefined {
   return wrapMethod<Request>(
@@ -221,7 +229,7 @@ function endStream(stream: ClientHttp2Stream, error: DeadlineExceededError): voi
   const session = stream.session;
   markEndedByDeadline(stream);
   // CANCEL, as an aborted fetch resets its stream: destroying with an error alone would send INTERNAL_ERROR.
-  stream.close(constants.NGHTTP2_CANCEL);
+  stream.close(http2().constants.NGHTTP2_CANCEL); // loaded: a stream of it is here
   stream.destroy(error);
   // A session that never connected held its socket only for the streams waiting on it: with the last one gone, so is it.
   if (session?.connecting === true && !session.destroyed && (waitingOn.get(session) ?? 0) <= 1) session.destroy();

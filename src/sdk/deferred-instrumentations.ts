@@ -3,6 +3,7 @@ import { registerInstrumentations, type Instrumentation } from '@opentelemetry/i
 import { readFileSync } from 'node:fs';
 import * as nodeModule from 'node:module';
 import { createRequire } from 'node:module';
+import { whenFirstResolved } from '../hooks/index.js';
 import { dirname } from 'node:path';
 import { compileFunction } from 'node:vm';
 import { INSTRUMENTATION_TARGETS } from './instrumentation-targets.js';
@@ -88,7 +89,7 @@ export function autoInstrumentationsDeferred(entry: string, configs: Record<stri
   };
   const undecided: Wanted[] = [];
   for (const w of wanted) {
-    if (INSTRUMENTATION_TARGETS[w.pkg] === undefined || typeof registerHooks() !== 'function') {
+    if (INSTRUMENTATION_TARGETS[w.pkg] === undefined || typeof (nodeModule as Partial<typeof nodeModule>).registerHooks !== 'function') {
       const instrumentation = make(w);
       if (instrumentation === undefined) continue;
       now.push(instrumentation);
@@ -113,20 +114,17 @@ export function autoInstrumentationsDeferred(entry: string, configs: Record<stri
  * an instrumentation made at start-up would patch it.
  */
 export class DeferredInstrumentations {
-  private readonly pending = new Map<string, Wanted & { targets: readonly string[] }>();
-  private hooks: { deregister(): void } | undefined;
+  private readonly stops: (() => void)[] = [];
   private readonly made: Instrumentation[] = [];
 
   constructor(
-    entries: readonly (Wanted & { targets: readonly string[] })[],
+    private readonly entries: readonly (Wanted & { targets: readonly string[] })[],
     private readonly make: (w: Wanted) => Instrumentation | undefined,
-  ) {
-    for (const entry of entries) for (const target of entry.targets) this.pending.set(target, entry);
-  }
+  ) {}
 
   /** The module names they patch: for the ES module hook's include list, which must know them up front. */
   get modules(): string[] {
-    return [...this.pending.keys()];
+    return this.entries.flatMap((entry) => entry.targets);
   }
 
   /** Instrumentations made so far. */
@@ -136,25 +134,21 @@ export class DeferredInstrumentations {
 
   /** Starts watching module resolution. */
   start(): void {
-    if (this.pending.size === 0 || this.hooks !== undefined) return;
-    this.hooks = nodeModule.registerHooks({
-      resolve: (specifier, context, nextResolve) => {
-        const entry = this.pending.get(packageName(specifier));
-        if (entry !== undefined) this.activate(entry);
-        return nextResolve(specifier, context);
-      },
-    });
+    if (this.stops.length > 0) return;
+    for (const entry of this.entries)
+      this.stops.push(
+        whenFirstResolved(entry.targets, () => {
+          this.activate(entry);
+        }),
+      );
   }
 
   /** Stops watching; instrumentations already made stay as they are (as the SDK leaves its own). */
   stop(): void {
-    this.hooks?.deregister();
-    this.hooks = undefined;
+    for (const stop of this.stops.splice(0)) stop();
   }
 
-  private activate(entry: Wanted & { targets: readonly string[] }): void {
-    for (const target of entry.targets) this.pending.delete(target); // first: making it resolves modules too
-    if (this.pending.size === 0) this.stop();
+  private activate(entry: Wanted): void {
     let instrumentation: Instrumentation | undefined;
     try {
       instrumentation = this.make(entry);
@@ -165,21 +159,6 @@ export class DeferredInstrumentations {
     this.made.push(instrumentation);
     registerInstrumentations({ instrumentations: [instrumentation] }); // the global providers, as at start-up
   }
-}
-
-/** Node's in-thread module hooks; read, not imported by name: Node before 22.15 has none (it is told so, not crashed). */
-function registerHooks(): typeof nodeModule.registerHooks | undefined {
-  return (nodeModule as Partial<typeof nodeModule>).registerHooks;
-}
-
-/** `pg` of `pg/lib/client`, `@aws-sdk/x` of `@aws-sdk/x/y`; `''` for relative, absolute and URL specifiers. */
-function packageName(specifier: string): string {
-  const first = specifier.charCodeAt(0);
-  if (first === 0x2e /* . */ || first === 0x2f /* / */ || specifier.includes(':')) return '';
-  const slash = specifier.indexOf('/');
-  if (first !== 0x40 /* @ */) return slash === -1 ? specifier : specifier.slice(0, slash);
-  const second = slash === -1 ? -1 : specifier.indexOf('/', slash + 1);
-  return second === -1 ? specifier : specifier.slice(0, second);
 }
 
 /**

@@ -4,7 +4,7 @@ import type { Instrumentation } from '@opentelemetry/instrumentation';
 import type { HttpInstrumentationConfig } from '@opentelemetry/instrumentation-http';
 import { RandomIdGenerator, type IdGenerator, type SpanProcessor } from '@opentelemetry/sdk-trace';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
-import { correctedEnv, DEFAULT_HEADERS_TIMEOUT_MS, unsupportedNode } from '../config/index.js';
+import { DEFAULT_HEADERS_TIMEOUT_MS, exporterAskedFor, unsupportedNode } from '../config/index.js';
 import { MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
 import { installRouteNames, policyDeadlineOf, trackHttpServers } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
@@ -12,6 +12,7 @@ import { installDriverDeadlines, type InstalledDriverDeadlines } from '../driver
 import { installHttp2Deadlines, type InstalledHttp2Deadlines } from '../http2/index.js';
 import { installDispatcherDeadlines, type InstalledDispatcherDeadlines } from '../undici/index.js';
 import { SELF_COMPONENT } from '../health/index.js';
+import { whenFirstResolved } from '../hooks/index.js';
 import {
   findPortHolder,
   INSTANCE_ENV,
@@ -503,13 +504,20 @@ let flushing: Promise<void> = Promise.resolve();
 /**
  * An ES module that imported `node:http` before the SDK started (the SDK's own dependencies do)
  * fixed the module's named exports then; an app importing `{ request }` later would get that
- * unpatched view. Requiring the modules lets OpenTelemetry's require hook patch them now, and
- * `syncBuiltinESMExports` brings every ES module view of them up to date.
+ * unpatched view. Requiring the module lets OpenTelemetry's require hook patch it now, and
+ * `syncBuiltinESMExports` brings every ES module view of it up to date. `node:https` (with TLS,
+ * ~3.5 MB and some ms to load) the same, but only once the app resolves it: an ES module's import of
+ * one of Node's modules never goes through `require`, where the hook would see it. Harmless after
+ * a shutdown, so never withdrawn.
  */
 function syncBuiltinViews(): void {
   const require = createRequire(import.meta.url);
-  for (const name of ['http', 'https']) require(name);
+  require('http');
   syncBuiltinESMExports();
+  whenFirstResolved(['https'], () => {
+    require('https');
+    syncBuiltinESMExports();
+  });
 }
 
 type ProbeOptions = Omit<ProbeServerOptions, 'health'>;
@@ -586,10 +594,7 @@ export function lifelineRunning(): boolean {
 /** The health metrics' options, or `undefined` for none (by default none unless `OTEL_METRICS_EXPORTER` names an exporter). */
 function metricsFrom(option: LifelinePartsOptions['metrics']): HealthMetricsOptions | undefined {
   if (option === false) return undefined;
-  if (option === undefined) {
-    // As the SDK is handed it: an unknown exporter name is dropped (and warned of), `none` if nothing is left.
-    const exporters = correctedEnv().OTEL_METRICS_EXPORTER?.trim();
-    return exporters === undefined || exporters === '' || exporters === 'none' ? undefined : {};
-  }
+  // As the SDK is handed it: an unknown exporter name is dropped (and warned of), `none` if nothing is left.
+  if (option === undefined) return exporterAskedFor('OTEL_METRICS_EXPORTER') ? {} : undefined;
   return option === true ? {} : option;
 }

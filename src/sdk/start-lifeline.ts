@@ -3,7 +3,7 @@ import type { HttpInstrumentationConfig } from '@opentelemetry/instrumentation-h
 import type { UndiciInstrumentationConfig } from '@opentelemetry/instrumentation-undici';
 import type { NodeSDKConfiguration } from '@opentelemetry/sdk-node';
 import type { Sampler, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
-import { apiCopyFrom, warnEnvCorrections, withCorrectedEnv } from '../config/index.js';
+import { apiCopyFrom, exporterAskedFor, warnEnvCorrections, withCorrectedEnv } from '../config/index.js';
 import { LifelineError } from '../index.js';
 import { loggerOrDefault } from '../log/index.js';
 import { autoInstrumentations } from './auto-instrumentations.js';
@@ -81,7 +81,7 @@ export type { Lifeline } from './lifeline-parts.js';
 
 /**
  * Starts OpenTelemetry's SDK (its NodeSDK when `OTEL_LOGS_EXPORTER` or `OTEL_METRICS_EXPORTER`
- * asks for logs or metrics; for traces alone the same setup, without loading their exporters)
+ * asks for logs or metrics, i.e. names an exporter other than `none`; for traces alone the same setup, without loading their exporters)
  * wired with everything lifeline has: deadline span
  * attributes, the deadline header beside W3C trace context and baggage, undici/fetch, http, gRPC
  * and pino instrumentation (probe requests untraced), deadlines on every client, the probe server
@@ -133,10 +133,9 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
     // Every module first, then every instrumentation at once: see lifelineParts' instrumentations.
     // OpenTelemetry's NodeSDK only when a logs or metrics exporter is asked for: for traces alone
     // lifeline's own setup does the same from the same packages, loading half as many modules.
-    const tracesOnly =
-      process.env.OTEL_LOGS_EXPORTER === undefined &&
-      process.env.OTEL_METRICS_EXPORTER === undefined &&
-      process.env.OTEL_SDK_DISABLED?.trim().toLowerCase() !== 'true';
+    const logs = exporterAskedFor('OTEL_LOGS_EXPORTER');
+    const metrics = exporterAskedFor('OTEL_METRICS_EXPORTER');
+    const tracesOnly = !logs && !metrics && process.env.OTEL_SDK_DISABLED?.trim().toLowerCase() !== 'true';
     const [nodeSdk, chosen, spanProcessors] = await Promise.all([
       tracesOnly ? undefined : import('@opentelemetry/sdk-node'),
       instrumentationsOf(options),
@@ -164,8 +163,8 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
       const config: Partial<NodeSDKConfiguration> = {
         ...tracing,
         // Logs and metrics stay off unless their exporters are asked for: lifeline is about traces.
-        ...(process.env.OTEL_LOGS_EXPORTER === undefined ? { logRecordProcessors: [] } : {}),
-        ...(process.env.OTEL_METRICS_EXPORTER === undefined ? { metricReaders: [] } : {}),
+        ...(logs ? {} : { logRecordProcessors: [] }),
+        ...(metrics ? {} : { metricReaders: [] }),
       };
       // The SDK reads the OTEL_* env itself (metric readers, log exporters): it is handed lifeline's corrections.
       const started = withCorrectedEnv(() => new nodeSdk.NodeSDK(config));
