@@ -2,7 +2,7 @@
 // (keep-alive, Node's global fetch) and answers with its body. VARIANT=plain starts OpenTelemetry's
 // NodeSDK with the undici and http instrumentations; VARIANT=handwritten the same, with
 // `AbortSignal.timeout(10 s)` written on each fetch (what a user would do without lifeline);
-// VARIANT=lifeline starts startLifeline with its defaults, and runs each fetch under a 10 s deadline. Both batch spans to an exporter that drops them
+// VARIANT=lifeline starts startLifeline with its defaults, and runs each fetch under a 10 s deadline. All three batch spans to an exporter that drops them
 // (the comparison is making spans and deadlines, not shipping them). Prints {"port":N} when ready.
 import { createRequire } from 'node:module';
 

@@ -24,11 +24,11 @@ export function whenFirstResolved(names: readonly string[], then: Waiter): () =>
   let done = false;
   const once: Waiter = (name) => {
     if (done) return;
-    done = true;
     stop();
     then(name);
   };
   const stop = (): void => {
+    done = true; // a waiter stopped while the hook runs the waiters of the same name does not run
     for (const name of names) {
       const waiters = waiting.get(name);
       waiters?.delete(once);

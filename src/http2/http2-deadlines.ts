@@ -162,7 +162,10 @@ function sendDeadlineHeader(policy: DeadlinePolicy): { reach(session: object): v
 
 const KIND = 'lifeline.http2Deadlines';
 type Connect = (...args: unknown[]) => ClientHttp2Session;
-const http2 = (): typeof import('node:http2') => createRequire(import.meta.url)('node:http2') as typeof import('node:http2');
+let loadedHttp2: typeof import('node:http2') | undefined;
+/** node:http2, once the app has it (the wrap of `connect`, a stream to end). */
+const http2 = (): typeof import('node:http2') =>
+  (loadedHttp2 ??= createRequire(import.meta.url)('node:http2') as typeof import('node:http2'));
 
 function wrapRequest(policy: DeadlinePolicy, prototype: object): (() => void) | undefined {
   return wrapMethod<Request>(

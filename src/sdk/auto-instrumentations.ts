@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { LifelineError } from '../index.js';
 import { errorText } from '../errors/index.js';
+import type { Logger } from '../log/index.js';
 import { autoInstrumentationsDeferred, DeferredInstrumentations, type AutoInstrumentations } from './deferred-instrumentations.js';
 
 const PACKAGE = '@opentelemetry/auto-instrumentations-node';
@@ -12,7 +13,7 @@ export interface AutoInstrumentationsPackage {
    * The package's `getNodeAutoInstrumentations(configs)`: those of Node's own modules made now,
    * those of libraries when the app first loads one (see {@link autoInstrumentationsDeferred}).
    */
-  instrumentations(configs: Record<string, object>): AutoInstrumentations;
+  instrumentations(configs: Record<string, object>, logger: Logger): AutoInstrumentations;
   /** Where it was loaded from (a file path): its instrumentations use the OpenTelemetry packages found from there. */
   from: string;
 }
@@ -26,11 +27,13 @@ function load(): AutoInstrumentationsPackage | undefined {
   const entry = resolveFrom(import.meta.filename) ?? resolveFrom(process.argv[1] ?? join(process.cwd(), 'index.js'));
   if (entry === undefined) return undefined;
   return {
-    instrumentations: (configs) => {
+    instrumentations: (configs, logger) => {
       try {
-        return autoInstrumentationsDeferred(entry, configs);
-      } catch {
-        // A package shaped otherwise than the one lifeline knows: loaded as it is, everything made now.
+        return autoInstrumentationsDeferred(entry, configs, logger);
+      } catch (err) {
+        // A package shaped otherwise than the one lifeline knows (or a broken install, which loading
+        // it as it is then says): loaded as it is, everything made now. Nothing was made before.
+        logger.debug({ err: errorText(err) }, 'lifeline: the auto-instrumentations are all made at start-up');
         return { now: loadAsItIs(entry).getNodeAutoInstrumentations(configs), deferred: new DeferredInstrumentations([], () => undefined) };
       }
     },

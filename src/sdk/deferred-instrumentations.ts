@@ -1,11 +1,11 @@
-import { diag } from '@opentelemetry/api';
+import { metrics, trace } from '@opentelemetry/api';
 import { registerInstrumentations, type Instrumentation } from '@opentelemetry/instrumentation';
 import { readFileSync } from 'node:fs';
-import * as nodeModule from 'node:module';
 import { createRequire } from 'node:module';
-import { whenFirstResolved } from '../hooks/index.js';
-import { dirname } from 'node:path';
+import { dirname, join, sep } from 'node:path';
 import { compileFunction } from 'node:vm';
+import { whenFirstResolved } from '../hooks/index.js';
+import type { Logger } from '../log/index.js';
 import { INSTRUMENTATION_TARGETS } from './instrumentation-targets.js';
 
 /**
@@ -14,11 +14,12 @@ import { INSTRUMENTATION_TARGETS } from './instrumentation-targets.js';
  * resource detector at import (~200 ms and ~35 MB here), though a service loads a handful of the
  * libraries they patch. Its own code still decides which instrumentations are on and with what
  * configuration (`OTEL_NODE_ENABLED_INSTRUMENTATIONS`, its defaults, the configs lifeline passes);
- * only the construction waits. An instrumentation of Node's own modules, or of modules the table
- * below does not know, is made at once, as before.
+ * only the construction waits. Made at once, as before: those of Node's own modules, of a package
+ * version the table was not made from, of a library already loaded, and any whose
+ * `@opentelemetry/instrumentation` copy no instrumentation made at once shares.
  */
 export interface AutoInstrumentations {
-  /** Made now, for the SDK to enable: Node's modules (http, net, dns…), undici, and any not in the table. */
+  /** Made now, for the SDK to enable. */
   readonly now: Instrumentation[];
   /** Made when the app first resolves a module they patch. */
   readonly deferred: DeferredInstrumentations;
@@ -29,6 +30,7 @@ interface Wanted {
   readonly exportName: string;
   readonly config: unknown;
 }
+type Deferred = Wanted & { readonly targets: readonly string[] };
 
 const INSTRUMENTATION = /^@opentelemetry\/instrumentation-/;
 /** Only read by the package's resource-detector function, which lifeline never calls (it has its own). */
@@ -36,10 +38,11 @@ const DETECTORS = /^@opentelemetry\/(resource-detector-|resources$)/;
 
 /**
  * Runs the package's `getNodeAutoInstrumentations(configs)` from its CommonJS files, with every
- * instrumentation package replaced by a stand-in that only records what was asked for. Throws if
- * the package's shape is not the expected one; the caller then loads it as it is.
+ * instrumentation package replaced by a stand-in that only records what was asked for. Throws,
+ * having made nothing, if the package's shape is not the one expected (the caller then loads it as
+ * it is), or if an instrumentation package cannot be loaded (a broken install, said at start-up).
  */
-export function autoInstrumentationsDeferred(entry: string, configs: Record<string, object>): AutoInstrumentations {
+export function autoInstrumentationsDeferred(entry: string, configs: Record<string, object>, logger: Logger): AutoInstrumentations {
   const requireFromPackage = createRequire(entry);
   const wanted: Wanted[] = [];
   const standIn = (pkg: string): object =>
@@ -60,26 +63,28 @@ export function autoInstrumentationsDeferred(entry: string, configs: Record<stri
     getNodeAutoInstrumentations?: unknown;
   };
   if (typeof exports.getNodeAutoInstrumentations !== 'function') throw new Error('no getNodeAutoInstrumentations');
-  const made = (exports.getNodeAutoInstrumentations as (c: object) => unknown[])(configs);
-  if (made.length !== wanted.length) throw new Error('instrumentations made otherwise than with new');
+  const asked = (exports.getNodeAutoInstrumentations as (c: object) => unknown[])(configs);
+  // None asked for, or one made otherwise than with `new` of a stand-in: not the shape this knows.
+  if (asked.length !== wanted.length || (wanted.length === 0 && asked.length === 0 && !allTurnedOff())) throw new Error('unexpected shape');
 
-  const now: Instrumentation[] = [];
-  const later: (Wanted & { targets: readonly string[] })[] = [];
-  // A package that cannot be loaded throws (at start-up: the install is broken, said by the caller);
-  // one that throws as it is made is skipped and said, as the package itself does.
-  const make = (w: Wanted): Instrumentation | undefined => {
-    const Made = (requireFromPackage(w.pkg) as Record<string, (new (config: unknown) => Instrumentation) | undefined>)[w.exportName];
+  type Made = new (config: unknown) => Instrumentation;
+  // Throws for a package that cannot be loaded: at start-up, a broken install.
+  const load = (w: Wanted): Made => {
+    const Made = (requireFromPackage(w.pkg) as Record<string, Made | undefined>)[w.exportName];
     if (Made === undefined) throw new Error(`${w.pkg} has no ${w.exportName}`);
+    return Made;
+  };
+  const construct = (w: Wanted, Made: Made): Instrumentation | undefined => {
     try {
       return new Made(w.config);
     } catch (err) {
-      diag.error(`Cannot make ${w.pkg}`, err);
+      logger.warn({ err, instrumentation: w.pkg }, 'lifeline: an instrumentation could not be made; the app runs without it');
       return undefined;
     }
   };
   // A deferred instrumentation patches a module as it loads only through a require hook already in
   // place: the one its @opentelemetry/instrumentation copy installs with its first instrumentation.
-  const copies = new Set<string>();
+  // Decided from resolution alone, so that nothing is made (and enabled) before every package loads.
   const copyOf = (pkg: string): string | undefined => {
     try {
       return createRequire(requireFromPackage.resolve(pkg)).resolve('@opentelemetry/instrumentation');
@@ -87,49 +92,88 @@ export function autoInstrumentationsDeferred(entry: string, configs: Record<stri
       return undefined;
     }
   };
-  const undecided: Wanted[] = [];
+  const alreadyLoaded = loadedPackages();
+  const targetsOf = (w: Wanted): readonly string[] | undefined => {
+    const known = INSTRUMENTATION_TARGETS[w.pkg];
+    if (known === undefined || known.version !== versionOf(requireFromPackage, w.pkg)) return undefined;
+    return known.modules.some((name) => alreadyLoaded.has(name)) ? undefined : known.modules;
+  };
+  const eager: Wanted[] = [];
+  const undecided: Deferred[] = [];
   for (const w of wanted) {
-    if (INSTRUMENTATION_TARGETS[w.pkg] === undefined || typeof (nodeModule as Partial<typeof nodeModule>).registerHooks !== 'function') {
-      const instrumentation = make(w);
-      if (instrumentation === undefined) continue;
-      now.push(instrumentation);
-      const copy = copyOf(w.pkg);
-      if (copy !== undefined) copies.add(copy);
-    } else undecided.push(w);
+    const targets = targetsOf(w);
+    if (targets === undefined) eager.push(w);
+    else undecided.push({ ...w, targets });
   }
-  for (const w of undecided) {
+  const copies = new Set(eager.map((w) => copyOf(w.pkg)));
+  const later = undecided.filter((w) => {
     const copy = copyOf(w.pkg);
-    if (copy !== undefined && copies.has(copy)) later.push({ ...w, targets: INSTRUMENTATION_TARGETS[w.pkg] ?? [] });
-    else {
-      const instrumentation = make(w);
-      if (instrumentation !== undefined) now.push(instrumentation);
-    }
+    return copy !== undefined && copies.has(copy);
+  });
+  eager.push(...undecided.filter((w) => !later.includes(w)));
+  const classes = eager.map(load);
+  const now = eager.flatMap((w, i) => construct(w, classes[i] as Made) ?? []);
+  return {
+    now,
+    deferred: new DeferredInstrumentations(later, (w) => {
+      try {
+        return construct(w, load(w));
+      } catch (err) {
+        logger.warn({ err, instrumentation: w.pkg }, 'lifeline: an instrumentation could not be loaded; the app runs without it');
+        return undefined;
+      }
+    }),
+  };
+}
+
+/** `OTEL_NODE_ENABLED_INSTRUMENTATIONS` names none the package has: then none asked for is right. */
+function allTurnedOff(): boolean {
+  return process.env.OTEL_NODE_ENABLED_INSTRUMENTATIONS !== undefined;
+}
+
+/** The packages of the CommonJS modules already loaded (an app that loaded a library before lifeline started). */
+function loadedPackages(): Set<string> {
+  const names = new Set<string>();
+  const marker = `${sep}node_modules${sep}`;
+  for (const file of Object.keys(createRequire(import.meta.url).cache)) {
+    const at = file.lastIndexOf(marker);
+    if (at === -1) continue;
+    const parts = file.slice(at + marker.length).split(sep);
+    names.add(parts[0]?.startsWith('@') === true ? `${parts[0]}/${parts[1] ?? ''}` : (parts[0] ?? ''));
   }
-  return { now, deferred: new DeferredInstrumentations(later, make) };
+  return names;
+}
+
+/** The installed version of `pkg` as found from the package, from its package.json; `undefined` if unreadable. */
+function versionOf(requireFromPackage: NodeJS.Require, pkg: string): string | undefined {
+  try {
+    const main = requireFromPackage.resolve(pkg);
+    const dir = main.slice(0, main.lastIndexOf(`${sep}node_modules${sep}${pkg.split('/').join(sep)}${sep}`));
+    const manifest = join(dir, 'node_modules', ...pkg.split('/'), 'package.json');
+    return (JSON.parse(readFileSync(manifest, 'utf8')) as { version?: string }).version;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
  * Instrumentations made on the first resolution of a module they patch, from anywhere in the app
  * (`require`, `import`, a library's own require of it), before that module loads: the same moment
- * an instrumentation made at start-up would patch it.
+ * an instrumentation made at start-up would patch it. Given the SDK's providers once it has started
+ * (an instrumentation made earlier, while the SDK loads its own modules, waits for them).
  */
 export class DeferredInstrumentations {
   private readonly stops: (() => void)[] = [];
-  private readonly made: Instrumentation[] = [];
+  private waiting: Instrumentation[] | undefined = [];
 
   constructor(
-    private readonly entries: readonly (Wanted & { targets: readonly string[] })[],
+    private readonly entries: readonly Deferred[],
     private readonly make: (w: Wanted) => Instrumentation | undefined,
   ) {}
 
   /** The module names they patch: for the ES module hook's include list, which must know them up front. */
   get modules(): string[] {
     return this.entries.flatMap((entry) => entry.targets);
-  }
-
-  /** Instrumentations made so far. */
-  get instrumentations(): readonly Instrumentation[] {
-    return this.made;
   }
 
   /** Starts watching module resolution. */
@@ -143,22 +187,29 @@ export class DeferredInstrumentations {
       );
   }
 
+  /** The SDK has registered its providers: those made before get them now, later ones at once. */
+  providersReady(): void {
+    const waiting = this.waiting;
+    this.waiting = undefined;
+    if (waiting !== undefined && waiting.length > 0) register(waiting);
+  }
+
   /** Stops watching; instrumentations already made stay as they are (as the SDK leaves its own). */
   stop(): void {
     for (const stop of this.stops.splice(0)) stop();
   }
 
   private activate(entry: Wanted): void {
-    let instrumentation: Instrumentation | undefined;
-    try {
-      instrumentation = this.make(entry);
-    } catch (err) {
-      diag.error(`Cannot load ${entry.pkg}`, err); // never into the app's require of the module
-    }
+    const instrumentation = this.make(entry); // never throws: not into the app's require of the module
     if (instrumentation === undefined) return;
-    this.made.push(instrumentation);
-    registerInstrumentations({ instrumentations: [instrumentation] }); // the global providers, as at start-up
+    if (this.waiting !== undefined) this.waiting.push(instrumentation);
+    else register([instrumentation]);
   }
+}
+
+/** As the SDK registers its own: with the global providers (the metrics API has no stand-in for a later one). */
+function register(instrumentations: Instrumentation[]): void {
+  registerInstrumentations({ instrumentations, tracerProvider: trace.getTracerProvider(), meterProvider: metrics.getMeterProvider() });
 }
 
 /**
@@ -166,11 +217,19 @@ export class DeferredInstrumentations {
  * one, and the package's own files evaluated the same way. `vm.compileFunction` is CommonJS's own
  * wrapper, so the code runs as it would under `require`.
  */
-function loadWithStandIns(file: string, standIn: (id: string) => object | undefined): unknown {
+function loadWithStandIns(
+  file: string,
+  standIn: (id: string) => object | undefined,
+  loaded = new Map<string, { exports: unknown }>(),
+): unknown {
+  const cached = loaded.get(file);
+  if (cached !== undefined) return cached.exports; // a cycle among the package's files, as require would
   const module = { exports: {} as unknown };
+  loaded.set(file, module);
   const requireReal = createRequire(file);
   const requireHere = (id: string): unknown =>
-    standIn(id) ?? (id.startsWith('./') || id.startsWith('../') ? loadWithStandIns(requireReal.resolve(id), standIn) : requireReal(id));
+    standIn(id) ??
+    (id.startsWith('./') || id.startsWith('../') ? loadWithStandIns(requireReal.resolve(id), standIn, loaded) : requireReal(id));
   const wrapper = compileFunction(readFileSync(file, 'utf8'), ['exports', 'require', 'module', '__filename', '__dirname'], {
     filename: file,
   }) as (...args: unknown[]) => void;

@@ -329,7 +329,7 @@ export function assembleParts(
       let watchdog: Watchdog | undefined;
       let healthMetrics: InstalledHealthMetrics | undefined;
       let stuckMetrics: { uninstall(): void } | undefined;
-      syncBuiltinViews();
+      const builtinViews = syncBuiltinViews();
       // Whose inbound deadlines are obeyed is judged by the caller's address, recorded per request.
       const inboundTrust = installInboundTrust();
       const servers = trackHttpServers();
@@ -376,6 +376,7 @@ export function assembleParts(
         servers.uninstall();
         routeNames.uninstall();
         inboundTrust.uninstall();
+        builtinViews.stop();
         dispatcher?.uninstall();
         httpDeadlines?.uninstall();
         driverDeadlines?.uninstall();
@@ -405,6 +406,7 @@ export function assembleParts(
               servers.uninstall();
               routeNames.uninstall();
               inboundTrust.uninstall();
+              builtinViews.stop();
               dispatcher?.uninstall();
               httpDeadlines?.uninstall();
               driverDeadlines?.uninstall();
@@ -507,17 +509,19 @@ let flushing: Promise<void> = Promise.resolve();
  * unpatched view. Requiring the module lets OpenTelemetry's require hook patch it now, and
  * `syncBuiltinESMExports` brings every ES module view of it up to date. `node:https` (with TLS,
  * ~3.5 MB and some ms to load) the same, but only once the app resolves it: an ES module's import of
- * one of Node's modules never goes through `require`, where the hook would see it. Harmless after
- * a shutdown, so never withdrawn.
+ * one of Node's modules never goes through `require`, where the hook would see it.
+ * (`process.getBuiltinModule('https')` passes no hook: a process that gets https only that way
+ * gets it unpatched, unless something else loaded it first.)
  */
-function syncBuiltinViews(): void {
+function syncBuiltinViews(): { stop(): void } {
   const require = createRequire(import.meta.url);
   require('http');
   syncBuiltinESMExports();
-  whenFirstResolved(['https'], () => {
+  const stop = whenFirstResolved(['https'], () => {
     require('https');
     syncBuiltinESMExports();
   });
+  return { stop };
 }
 
 type ProbeOptions = Omit<ProbeServerOptions, 'health'>;

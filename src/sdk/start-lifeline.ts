@@ -173,6 +173,7 @@ async function start(options: LifelineOptions): Promise<Lifeline> {
       });
       sdk = started;
     }
+    deferred?.providersReady();
     owned.sdk = {
       shutdown: () => {
         deferred?.stop();
@@ -209,10 +210,13 @@ async function instrumentationsOf(options: LifelineOptions): Promise<Chosen> {
       let deferred: DeferredInstrumentations | undefined;
       return {
         make: (parts) => {
-          const made = auto.instrumentations({
-            '@opentelemetry/instrumentation-http': parts.httpConfig(options.http),
-            '@opentelemetry/instrumentation-undici': options.undici ?? {},
-          });
+          const made = auto.instrumentations(
+            {
+              '@opentelemetry/instrumentation-http': parts.httpConfig(options.http),
+              '@opentelemetry/instrumentation-undici': options.undici ?? {},
+            },
+            loggerOrDefault(options.logger),
+          );
           deferred = made.deferred;
           return made.now;
         },

@@ -58,4 +58,14 @@ describe('deferred auto-instrumentations', () => {
     expect(result.stderr).toBe('');
     expect(JSON.parse(result.stdout)).toEqual({ loaded: ['pg'], redis: false, pg: true });
   });
+
+  it('a library the app loaded before lifeline started gets its instrumentation at start-up, and is patched from its next require', async () => {
+    const source = `${LOADED}
+      const before = loaded('pg');
+      const pg = require('pg');
+      console.log(JSON.stringify({ before, wrapped: pg.Client.prototype.query.__wrapped === true }));`;
+    const result = await runNode(['--require', 'pg', '--import', 'otel-lifeline/register', '-e', source], { env: env() });
+    expect(result.stderr).toBe('');
+    expect(JSON.parse(result.stdout)).toEqual({ before: ['pg'], wrapped: true });
+  });
 });
