@@ -108,6 +108,7 @@ target({
 
 // --- 2. Throughput.
 const peer = await startPeer('ok');
+const callerSignal = new AbortController().signal; // e.g. a request's or a component's, alive for the whole run
 const bareAgent = new Agent({ keepAliveTimeout: 60_000 });
 type Variant = { name: string; setup: () => void; call: (url: string) => Promise<unknown> };
 const variants: Variant[] = [
@@ -119,20 +120,33 @@ const variants: Variant[] = [
     },
     call: async (url) => (await undiciFetch(url)).text(),
   },
-  {
-    name: 'OTel-instrumented fetch, no lifeline',
-    setup: () => {
-      instrumentation.setTracerProvider(plainProvider);
-      instrumentation.enable();
-      setGlobalDispatcher(bareAgent);
-      propagation.disable();
-      propagation.setGlobalPropagator(new W3CTraceContextPropagator());
-    },
-    call: async (url) => (await undiciFetch(url)).text(),
-  },
+  { name: 'OTel-instrumented fetch, no lifeline', setup: otelOnly, call: async (url) => (await undiciFetch(url)).text() },
   lifelineVariant('OTel + lifeline deadlines (dispatcher, DeadlineSpanProcessor, propagator), every call under a deadline', provider),
   lifelineVariant('+ every processor on (InFlightSpanProcessor, RedactionSpanProcessor)', fullProvider),
+  // What a user writes without lifeline: OTel's fetch with a timeout signal of their own on each call.
+  handWritten('OTel fetch + AbortSignal.timeout(30 s) on each call, by hand', () => AbortSignal.timeout(30_000)),
+  handWritten("the same + AbortSignal.any with a caller's own signal, by hand", () =>
+    AbortSignal.any([callerSignal, AbortSignal.timeout(30_000)]),
+  ),
 ];
+
+/** OpenTelemetry's undici instrumentation and W3C propagation, no lifeline. */
+function otelOnly(): void {
+  instrumentation.setTracerProvider(plainProvider);
+  instrumentation.enable();
+  setGlobalDispatcher(bareAgent);
+  propagation.disable();
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+}
+
+/** OTel's instrumented fetch with a signal written on each call. */
+function handWritten(name: string, signal: () => AbortSignal): Variant {
+  return {
+    name,
+    setup: otelOnly,
+    call: async (url) => (await undiciFetch(url, { signal: signal() })).text(),
+  };
+}
 
 /** lifeline's dispatcher and propagator, spans through `tracerProvider`, every call under a deadline. */
 function lifelineVariant(name: string, tracerProvider: TracerProvider): Variant {
@@ -234,6 +248,19 @@ for (const [variant, figure, goal] of [
     note: `client CPU ${fixed(cpu(variant?.name), 1)} vs ${fixed(cpu(variants[1]?.name), 1)} µs per call, of which ${fixed(profiled.get(variant?.name ?? '')?.lifeline ?? Number.NaN, 1)} µs in lifeline's own functions (CPU profile); peer and client share 2 cores`,
   });
 }
+
+// What a user compares lifeline with: the same deadlines written by hand (issue 30).
+const byHand = variants[4]?.name ?? '';
+const toHand = summarize((rates.get(variants[2]?.name ?? '') ?? []).map((rate, i) => rate / (rates.get(byHand)?.[i] ?? Number.NaN)));
+const cpuOf = (name: string | undefined): number => summarize(cpuPerCall.get(name ?? '') ?? []).median;
+const otelCpu = cpuOf(variants[1]?.name);
+target({
+  figure: 'keep-alive fetch, lifeline deadlines ÷ AbortSignal.timeout on each call by hand (per-round ratio)',
+  measured: spread(toHand),
+  target: '≥ 1.0',
+  met: toHand.median >= 1,
+  note: `client CPU added over OTel-only: lifeline ${fixed(cpuOf(variants[2]?.name) - otelCpu, 1)} µs, by hand ${fixed(cpuOf(byHand) - otelCpu, 1)} µs, with AbortSignal.any ${fixed(cpuOf(variants[5]?.name) - otelCpu, 1)} µs per call`,
+});
 
 // --- 3. Heap retained after HEAP_CALLS deadline-bound calls: lifeline vs the naive pattern, a
 // per-call AbortSignal.any([long-lived parent, AbortSignal.timeout(ms)]) passed to each request.
