@@ -1,5 +1,5 @@
 import { context, type Context } from '@opentelemetry/api';
-import { contextWithDeadline, DeadlineExceededError, DeadlineScope, DeadlineTimer, type DeadlineWatch } from '../deadline/index.js';
+import { contextWithDeadline, DeadlineExceededError, DeadlineScope } from '../deadline/index.js';
 import { callDeadline, callerDeadline, type CallDeadline, type DeadlinePolicy, type RequestAttributes } from '../policy/index.js';
 
 /**
@@ -33,13 +33,4 @@ export function runUnderDeadline<T>(deadline: CallDeadline, active: Context, cal
 /** The error a call the deadline ended gets. */
 export function deadlineError(deadline: CallDeadline): DeadlineExceededError {
   return new DeadlineExceededError(deadline.at, deadline.source);
-}
-
-/**
- * `onExpire(subject)` once `deadline` has passed, never before: on the timer of the context's
- * deadline, shared by every call under it, or, for a deadline of the call's own (a rule's, the
- * default), a timer of its own.
- */
-export function armDeadline<S>(deadline: CallDeadline, onExpire: (subject: S) => void, subject: S): DeadlineWatch {
-  return deadline.scope?.watch(onExpire, subject) ?? new DeadlineTimer(deadline.at, onExpire, subject, deadline.monotonicAt);
 }

@@ -1,5 +1,5 @@
-import { DeadlineExceededError, DeadlineTimer, monotonicNow, type DeadlineSource } from '../deadline/index.js';
-import { headersBoundAt, type CallDeadline, type CallProgress } from './call-deadline.js';
+import { DeadlineExceededError, DeadlineTimer, monotonicNow, type DeadlineSource, type DeadlineWatch } from '../deadline/index.js';
+import { armDeadline, headersBoundAt, type CallDeadline, type CallProgress } from './call-deadline.js';
 
 /** A client's call as its deadline needs it: node:http's `ClientRequest`, a node:http2 client stream. */
 export interface BoundableCall {
@@ -29,11 +29,12 @@ export interface CallFamily<C> {
 
 /**
  * The deadline lifecycle of the calls of one client family whose call is an emitter (node:http,
- * node:http2): {@link CallBounds.arm} arms the one `DeadlineTimer` (or ends the call on the next
- * tick when the deadline has passed); under the headers bound the request's `'finish'` re-arms it
+ * node:http2): {@link CallBounds.arm} arms its deadline ({@link armDeadline}: the context deadline's
+ * shared timer, or one of its own), or ends the call on the next tick when the deadline has
+ * passed; under the headers bound the request's `'finish'` re-arms it
  * for the response head and {@link CallBounds.headArrived} clears it; `'close'` cancels it. At the
  * deadline it hands the call to the family's `end`, unless the call ended first or the headers
- * bound does not apply (see {@link CallFamily}). Per call: one timer and shared listeners, no
+ * bound does not apply (see {@link CallFamily}). Per call: at most one timer and shared listeners, no
  * closure — this runs on every outgoing call; make one instance per family, at load.
  * @example
  * ```ts
@@ -74,7 +75,7 @@ export class CallBounds<C extends BoundableCall> {
       return;
     }
     const bounded = call as Bound<C>;
-    bounded[TIMER] = new DeadlineTimer<Expiry<C>>(deadline.at, this.#expire, expiry, deadline.monotonicAt);
+    bounded[TIMER] = armDeadline<Expiry<C>>(deadline, this.#expire, expiry);
     if (deadline.untilHeaders) {
       bounded[UNTIL_HEADERS] = deadline;
       call.once('finish', this.#onRequestSent);
@@ -94,7 +95,7 @@ export class CallBounds<C extends BoundableCall> {
 const TIMER = Symbol('lifeline.deadlineTimer');
 /** The headers bound of a call, while it is in force. */
 const UNTIL_HEADERS = Symbol('lifeline.untilHeaders');
-type Bound<C> = C & { [TIMER]?: DeadlineTimer<Expiry<C>> | undefined; [UNTIL_HEADERS]?: CallDeadline | undefined };
+type Bound<C> = C & { [TIMER]?: DeadlineWatch | undefined; [UNTIL_HEADERS]?: CallDeadline | undefined };
 interface Expiry<C> {
   readonly call: C;
   readonly at: number;

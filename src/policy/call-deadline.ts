@@ -1,6 +1,14 @@
 import { propagation, type Context } from '@opentelemetry/api';
 import { isTracingSuppressed } from '@opentelemetry/core';
-import { deadlineOf, monotonicNow, shrinks, type DeadlineScope, type DeadlineSource } from '../deadline/index.js';
+import {
+  DeadlineTimer,
+  deadlineOf,
+  monotonicNow,
+  shrinks,
+  type DeadlineScope,
+  type DeadlineSource,
+  type DeadlineWatch,
+} from '../deadline/index.js';
 import { DEADLINE_HEADER, deadlineHeaderValue } from '../propagation/index.js';
 import type { DeadlinePolicy, RequestAttributes } from './deadline-policy.js';
 
@@ -119,4 +127,14 @@ export function deadlineHeader(policy: DeadlinePolicy, deadline: CallDeadline, h
     if (name === undefined || !hosts.includes(name)) return undefined;
   }
   return propagation.fields().includes(DEADLINE_HEADER) ? deadlineHeaderValue(deadline.monotonicAt) : undefined;
+}
+
+/**
+ * `onExpire(subject)` once `deadline` has passed, never before: on the timer of the context's
+ * deadline, shared by every call under it (the calls of one request or tick, one after another or
+ * at once), or, for a deadline of the call's own (a rule's, the default, the headers bound), a
+ * timer of its own. Every client family arms its calls through this.
+ */
+export function armDeadline<S>(deadline: CallDeadline, onExpire: (subject: S) => void, subject: S): DeadlineWatch {
+  return deadline.scope?.watch(onExpire, subject) ?? new DeadlineTimer(deadline.at, onExpire, subject, deadline.monotonicAt);
 }

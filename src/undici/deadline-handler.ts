@@ -1,8 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { DeadlineExceededError, DeadlineTimer, monotonicNow, monotonicOf, type DeadlineSource } from '../deadline/index.js';
-import { headersBoundAt, type CallDeadline } from '../policy/index.js';
+import { DeadlineExceededError, DeadlineTimer, monotonicNow, type DeadlineSource, type DeadlineWatch } from '../deadline/index.js';
+import { armDeadline, headersBoundAt, type CallDeadline } from '../policy/index.js';
 
 type Controller = Dispatcher.DispatchController;
 type Handler = Dispatcher.DispatchHandler;
@@ -46,27 +46,27 @@ export interface HeadersBound {
  */
 export abstract class DeadlineHandler {
   readonly #inner: Handler;
+  /** The deadline the request was dispatched under; the headers bound moves `#at` on from it. */
+  readonly #deadline: CallDeadline;
   #at: number;
-  /** `#at` on the monotonic clock, when the deadline came with one (see `DeadlineTimer`). */
-  #monotonicAt: number | undefined;
   readonly #source: DeadlineSource;
   /** The headers bound, while it is in force: the response head ends it. */
   #headersBound: HeadersBound | undefined;
   /** Something will call `requestSent` when the request has been sent in full. */
   #hearsSent: boolean;
   #sent = false;
-  #timer: DeadlineTimer<DeadlineHandler> | undefined;
+  #timer: DeadlineWatch | undefined;
   #controller: Controller | undefined;
   #cancelQueued: ((reason: Error) => void) | undefined;
   #expired: DeadlineExceededError | undefined;
   /** The caller was already told about the deadline: swallow whatever undici reports later. */
   #reported = false;
 
-  constructor(inner: Handler, at: number, source: DeadlineSource, headersBound: HeadersBound | undefined, monotonicAt: number | undefined) {
+  constructor(inner: Handler, deadline: CallDeadline, headersBound: HeadersBound | undefined) {
     this.#inner = inner;
-    this.#at = at;
-    this.#monotonicAt = monotonicAt;
-    this.#source = source;
+    this.#deadline = deadline;
+    this.#at = deadline.at;
+    this.#source = deadline.source;
     this.#headersBound = headersBound;
     this.#hearsSent = typeof (inner as { onRequestSent?: unknown }).onRequestSent === 'function';
   }
@@ -85,8 +85,7 @@ export abstract class DeadlineHandler {
     this.#timer?.cancel();
     this.#timer = undefined;
     if (at === undefined) return;
-    this.#at = at;
-    this.#monotonicAt = undefined; // `at` is now + the bound: converting it now is exact
+    this.#at = at; // now + the bound: converted to the monotonic clock now, exactly
     this.#timer = new DeadlineTimer<DeadlineHandler>(at, DeadlineHandler.#onDeadline, this);
   }
 
@@ -100,12 +99,13 @@ export abstract class DeadlineHandler {
     else this.#headersBound = undefined; // a streamed body: no telling when it is sent, so no bound
   }
 
-  /** Arms the deadline timer; call once, right before dispatching. */
+  /** Arms the deadline (the context deadline's shared timer, or one of its own); call once, right before dispatching. */
   arm(): void {
+    const deadline = this.#deadline;
     // Already past: the request must never start. A 0 ms timer alone can lose to a fast answer on
     // a busy loop (the response is read in the same poll phase), so onRequestStart sees it now.
-    if ((this.#monotonicAt ?? monotonicOf(this.#at)) <= monotonicNow()) this.#expired = new DeadlineExceededError(this.#at, this.#source);
-    this.#timer = new DeadlineTimer<DeadlineHandler>(this.#at, DeadlineHandler.#onDeadline, this, this.#monotonicAt);
+    if (deadline.monotonicAt <= monotonicNow()) this.#expired = new DeadlineExceededError(this.#at, this.#source);
+    this.#timer = armDeadline<DeadlineHandler>(deadline, DeadlineHandler.#onDeadline, this);
   }
 
   static #onDeadline(handler: DeadlineHandler): void {
@@ -214,13 +214,7 @@ export abstract class DeadlineHandler {
 }
 
 type ShapedHandler = DeadlineHandler & Handler;
-type ShapedClass = new (
-  inner: Handler,
-  at: number,
-  source: DeadlineSource,
-  headersBound: HeadersBound | undefined,
-  monotonicAt: number | undefined,
-) => ShapedHandler;
+type ShapedClass = new (inner: Handler, deadline: CallDeadline, headersBound: HeadersBound | undefined) => ShapedHandler;
 
 /** undici's own callbacks, each a bit of the shape key; any other `on*` function is found by a scan. */
 const KNOWN = [
@@ -243,17 +237,11 @@ const byKey = new Map<string, ShapedClass>();
 const inheritedExtras = new WeakMap<object, readonly string[]>();
 
 /**
- * Wraps `handler` so that its request ends at `at` (`headersBound`: at the headers bound, unless its
- * response head came first). The wrapper has exactly the callbacks the handler has, so undici sees
- * the same handler shape it would without lifeline.
+ * Wraps `handler` so that its request ends at `deadline` (`headersBound`: at the headers bound,
+ * unless its response head came first). The wrapper has exactly the callbacks the handler has, so
+ * undici sees the same handler shape it would without lifeline.
  */
-export function wrapWithDeadline(
-  handler: Handler,
-  at: number,
-  source: DeadlineSource,
-  headersBound?: HeadersBound,
-  monotonicAt?: number,
-): ShapedHandler {
+export function wrapWithDeadline(handler: Handler, deadline: CallDeadline, headersBound?: HeadersBound): ShapedHandler {
   let mask = 0;
   for (let i = 0; i < KNOWN.length; i++) {
     if (typeof (handler as Record<string, unknown>)[KNOWN[i] as string] === 'function') mask |= 1 << i;
@@ -270,7 +258,7 @@ export function wrapWithDeadline(
       byKey.set(key, Shaped);
     }
   }
-  return new Shaped(handler, at, source, headersBound, monotonicAt);
+  return new Shaped(handler, deadline, headersBound);
 }
 
 function shapedClass(mask: number, extras: readonly string[]): ShapedClass {

@@ -18,6 +18,7 @@ import { installHttp2Deadlines } from '../../src/http2/index.js';
 import { DeadlineExceededError, DeadlinePropagator, isDeadlineExceeded, withTimeout, type DeadlinePolicyOptions } from '../../src/index.js';
 import { lateness } from '../support/clients.js';
 import { selfSignedCertificate, stallsHandshake, type TestServer } from '../support/servers.js';
+import { afterThisTurn } from '../support/turns.js';
 
 /**
  * node:http2 client streams under a deadline, against real HTTP/2 servers on loopback (h2c and TLS)
@@ -342,7 +343,7 @@ describe('streams that end first, and uninstall', () => {
       }).enable();
       try {
         for (let i = 0; i < 50; i++) expect(await withTimeout(60_000, () => get(on, `/ends/${String(i)}`))).not.toBe('');
-        await new Promise((resolve) => setImmediate(resolve));
+        await afterThisTurn();
       } finally {
         hook.disable();
       }

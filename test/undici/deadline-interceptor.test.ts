@@ -13,6 +13,7 @@ import {
 } from '../../src/index.js';
 import { cut, deadlineErrorOf } from '../support/cut.js';
 import { answersOk, neverAnswers, serve, stallsBody, tricklesBody, type TestServer } from '../support/servers.js';
+import { afterThisTurn } from '../support/turns.js';
 
 type Call = (url: string) => Promise<unknown>;
 /** Every client the dispatcher must cover, each consuming the whole body as a caller would. */
@@ -188,7 +189,7 @@ describe('deadline scopes and the dispatcher', () => {
     }).enable();
     try {
       for (let i = 0; i < 200; i++) await withTimeout(60_000, () => CLIENTS['undici.request']?.(`${servers.ok?.url ?? ''}/n${i}`));
-      await new Promise((resolve) => setImmediate(resolve));
+      await afterThisTurn();
     } finally {
       hook.disable();
       probe.disable();

@@ -14,6 +14,7 @@ import { installDispatcherDeadlines, type InstalledDispatcherDeadlines } from '.
 import { cut, deadlineErrorOf } from '../support/cut.js';
 import { instrumentedUndici } from '../support/instrumented.js';
 import { answersOk, neverAnswers, serve, stallsBody, stallsHandshake, type TestServer } from '../support/servers.js';
+import { afterThisTurn } from '../support/turns.js';
 
 /**
  * The app's own undici dispatchers (not the global one): lifeline puts the deadline on them in
@@ -209,7 +210,7 @@ describe.each(['undici 8', 'undici 7'])("%s: the app's own dispatchers under a d
     let span;
     for (let turn = 0; turn < 50 && span === undefined; turn++) {
       span = tracing.exporter.getFinishedSpans().find((s) => s.attributes['url.path'] === '/span');
-      await new Promise((resolve) => setImmediate(resolve));
+      await afterThisTurn();
     }
     expect(span?.status.code).toBe(SpanStatusCode.ERROR);
     expect(span?.attributes['lifeline.deadline.exceeded']).toBe(true);
@@ -251,7 +252,7 @@ async function deadlineTimers(ms: number, run: () => Promise<void>): Promise<{ c
   }).enable();
   try {
     await run();
-    await new Promise((resolve) => setImmediate(resolve));
+    await afterThisTurn();
   } finally {
     hook.disable();
   }

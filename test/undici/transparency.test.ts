@@ -13,6 +13,8 @@ import {
   withTimeout,
   type InstalledDeadlineDispatcher,
 } from '../../src/index.js';
+import { monotonicNow } from '../../src/deadline/clock.js';
+import type { CallDeadline } from '../../src/policy/index.js';
 import { wrapWithDeadline } from '../../src/undici/deadline-handler.js';
 import { runNode } from '../support/node.js';
 import { answersOk, serve, type TestServer } from '../support/servers.js';
@@ -170,11 +172,11 @@ describe('handler callbacks under a deadline', () => {
       Object.assign(new Future(), { onOwnArrow: () => 'own' }),
     ];
     for (const inner of shapes) {
-      const wrapped = wrapWithDeadline(inner, Date.now() + 60_000, 'scope');
+      const wrapped = wrapWithDeadline(inner, farDeadline());
       expect(callbackNames(wrapped)).toEqual(callbackNames(inner));
     }
     const future = new Future();
-    const wrapped = wrapWithDeadline(future, Date.now() + 60_000, 'scope') as unknown as Future;
+    const wrapped = wrapWithDeadline(future, farDeadline()) as unknown as Future;
     expect(wrapped.onSomethingUndiciAddsLater(42)).toBe('passed on');
     expect(future.calls).toEqual([42]);
   });
@@ -292,6 +294,11 @@ describe('what a request that ends before its deadline sees: the same as without
 });
 
 /** Every `on*` function a handler has, own or inherited, sorted. */
+/** A call's deadline a minute away, of its own (no context deadline). */
+function farDeadline(): CallDeadline {
+  return { at: Date.now() + 60_000, monotonicAt: monotonicNow() + 60_000, source: 'scope', fromPolicy: false, untilHeaders: false };
+}
+
 function callbackNames(handler: object): string[] {
   const names = new Set<string>();
   for (let p: object | null = handler; p !== null && p !== Object.prototype; p = Object.getPrototypeOf(p) as object | null) {

@@ -3,8 +3,14 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type { DeadlineWatch } from '../../deadline/index.js';
 import { wrapMethods } from '../../hooks/index.js';
-import type { CallDeadline, DeadlinePolicy, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
-import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
+import {
+  armDeadline,
+  type CallDeadline,
+  type DeadlinePolicy,
+  type DeadlinePolicyOptions,
+  type RequestAttributes,
+} from '../../policy/index.js';
+import { deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
 import { endsTransaction, operationOf } from '../sql.js';
 import { DriverInstall, type InstalledDriver } from '../driver-install.js';
 

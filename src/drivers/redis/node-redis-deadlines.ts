@@ -1,8 +1,8 @@
 import { context, type Context } from '@opentelemetry/api';
 import { contextWithoutDeadline, monotonicNow, type DeadlineWatch } from '../../deadline/index.js';
 import { wrapMethod } from '../../hooks/index.js';
-import type { CallDeadline, DeadlinePolicyOptions, RequestAttributes } from '../../policy/index.js';
-import { armDeadline, deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
+import { armDeadline, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
+import { deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
 import { DriverInstall, type InstalledDriver } from '../driver-install.js';
 import { blockingTimeoutOf, endedByDeadline, mayBlock, shortenedTimeout, type BlockingTimeout } from './blocking-timeout.js';
 
