@@ -2,6 +2,7 @@ import { context } from '@opentelemetry/api';
 import { subscribe } from 'node:diagnostics_channel';
 import type { Dispatcher } from 'undici';
 import { contextWithDeadline, DeadlineScope } from '../deadline/index.js';
+import { Memo } from '../memo/index.js';
 import {
   callDeadline,
   callerDeadline,
@@ -89,13 +90,10 @@ export function deadlineDispatch(
     // The caller chose how long this call waits for its head (0: forever): the default steps aside.
     if (deadline.untilHeaders && opts.headersTimeout != null) return dispatch(dispatchOpts, original);
 
-    const { at, source } = deadline;
     const deadlineHandler = wrapWithDeadline(
       handler,
-      at,
-      source,
+      deadline,
       deadline.untilHeaders ? { deadline, sentAtStart: sentInOneWrite(opts.body) } : undefined,
-      deadline.monotonicAt,
     );
     const header = deadlineHeader(policy, deadline, () => hostOf(opts.origin));
     if (queuedAbort !== undefined) dispatchOpts[queuedAbort] = chainHooks(deadlineHandler.queuedAbortHook, opts[queuedAbort]);
@@ -106,7 +104,7 @@ export function deadlineDispatch(
     try {
       if (!deadline.fromPolicy) return dispatch(dispatchOpts, deadlineHandler);
       // The policy tightened the deadline: let the client span and the propagated header see it.
-      const scope = new DeadlineScope(at, source, deadline.monotonicAt);
+      const scope = new DeadlineScope(deadline.at, deadline.source, deadline.monotonicAt);
       return context.with(contextWithDeadline(active, scope), () => dispatch(dispatchOpts, deadlineHandler));
     } catch (error) {
       deadlineHandler.disarm();
@@ -165,16 +163,23 @@ const HOST_END: ReadonlySet<number> = new Set([0x3a, 0x2f, 0x3f, 0x23]);
 
 const DEFAULT_PORTS: Readonly<Record<string, number>> = { 'http:': 80, 'https:': 443 };
 
+/** Hosts per origin (`''`: none): a service calls the same few origins over and over. */
+const hostsOfOrigins = new Memo<string>(256, 255);
+
 /** The host name of a dispatch origin (`'::1'` for `http://[::1]:80`), `undefined` when there is none. */
 function hostOf(origin: Dispatcher.DispatchOptions['origin']): string | undefined {
   if (origin === undefined) return undefined;
   if (typeof origin !== 'string') return origin.hostname;
-  // An origin is `scheme://host[:port]`: read by hand, as this runs on every call to a listed host.
+  return hostsOfOrigins.get(origin, originHost) || undefined;
+}
+
+function originHost(origin: string): string {
+  // An origin is `scheme://host[:port]`.
   const start = origin.indexOf('://') + 3;
-  if (start === 2) return undefined;
+  if (start === 2) return '';
   if (origin[start] === '[') {
     const close = origin.indexOf(']', start);
-    return close === -1 ? undefined : origin.slice(start, close + 1);
+    return close === -1 ? '' : origin.slice(start, close + 1);
   }
   let end = start;
   while (end < origin.length && !HOST_END.has(origin.charCodeAt(end))) end++;
