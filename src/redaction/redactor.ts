@@ -265,6 +265,11 @@ const QUERY_SEPARATOR = /([&;])/;
 const PATH_PARAM = /;([^/;=?#]*)=([^/;?#]*)/g;
 
 /** How a value is read (a constant, not a closure: this runs for every attribute of every span). */
+/** Clean values remembered at most per kind, and the longest remembered (see `Redactor.#clean`). */
+const MAX_CLEAN_VALUES = 1_024;
+const MAX_CLEAN_LENGTH = 512;
+/** What `#url` looks for; a URL with none of it is returned as it is. */
+const URL_MAY_HOLD_SECRET = /[?#@;]|eyJ/;
 const TEXT_VALUE = 0;
 const URL_VALUE = 1;
 const QUERY_VALUE = 2;
@@ -277,6 +282,13 @@ export class Redactor {
   readonly #longestWord: number;
   readonly #headers: readonly string[];
   readonly #maxValueLength: number;
+  /**
+   * Values found to hold nothing to redact, per kind (text, URL, query): a service records the same
+   * few URLs, routes and user agents on span after span, and scanning them again finds nothing
+   * again. Only clean values are remembered, so no secret outlives its span here; bounded, and
+   * cleared when full.
+   */
+  readonly #clean: readonly [Set<string>, Set<string>, Set<string>] = [new Set(), new Set(), new Set()];
   /** Verdicts per key: the same few keys recur on every span. */
   readonly #verdicts = new Memo<KeyVerdict>(1_024, 64);
   /** Verdicts per attribute name (a name is longer than a key: its namespace). */
@@ -411,9 +423,17 @@ export class Redactor {
    * grow a value), with a marker giving the original length.
    */
   #capped(value: string, kind: ValueKind): string {
+    const clean = this.#clean[kind];
+    if (clean.has(value)) return value;
     const max = this.#maxValueLength;
     const redacted = this.#redact(value.length > max ? cut(value, max) : value, kind);
-    if (value.length <= max && redacted.length <= max) return redacted;
+    if (value.length <= max && redacted.length <= max) {
+      if (redacted === value && value.length <= MAX_CLEAN_LENGTH) {
+        if (clean.size >= MAX_CLEAN_VALUES) clean.clear();
+        clean.add(value);
+      }
+      return redacted;
+    }
     return `${cut(redacted, max)}…[truncated from ${value.length} chars]`;
   }
 
@@ -422,6 +442,8 @@ export class Redactor {
   }
 
   #url(text: string): string {
+    // Nothing a secret could sit in: no query, fragment, userinfo, path parameter or JWT.
+    if (!URL_MAY_HOLD_SECRET.test(text)) return text;
     // Split by hand (one indexOf each): `new URL` re-serialises, and fails on what it cannot parse.
     const queryAt = text.indexOf('?');
     const hashAt = text.indexOf('#', queryAt === -1 ? 0 : queryAt);

@@ -306,6 +306,34 @@ describe('Redactor: linear, bounded, once', () => {
     expect(ratio).toBeLessThan(MAX_RATIO);
   });
 
+  it('a value seen clean is remembered, and asking again, in any order, gives the same answers', () => {
+    // Clean values are remembered (a service records the same URLs and routes on every span); a
+    // value that needed a change never is, and each kind (URL, query, text) has its own answers.
+    const fresh = new Redactor({ maxValueLength: 256 });
+    const values: [string, string][] = [
+      ['url.full', 'https://api.example.com/v1/items'],
+      ['url.full', 'https://api.example.com/v1/items?token=abc'],
+      ['url.full', 'https://user:pw@api.example.com/v1/items'],
+      ['url.query', 'page=2'],
+      ['url.query', 'access_token=abc'],
+      ['user_agent.original', 'curl/8.5.0'],
+      ['user_agent.original', 'password=hunter2'],
+      ['exception.message', 'https://api.example.com/v1/items?token=abc'],
+      ['exception.message', 'x'.repeat(300)],
+    ];
+    const answers = values.map(([key, value]) => fresh.attribute(key, value));
+    expect(answers.filter((answer) => answer !== undefined)).toHaveLength(6); // 4 secrets, and the long text cut at the cap
+    const shuffled = new Redactor({ maxValueLength: 256 });
+    for (let round = 0; round < 3; round++) {
+      for (const i of [8, 2, 5, 0, 7, 3, 1, 6, 4]) {
+        const [key, value] = values[i] ?? ['', ''];
+        expect(shuffled.attribute(key, value)).toEqual(answers[i]);
+      }
+    }
+    // A URL remembered clean is still read as text where text may hold more than a URL.
+    expect(shuffled.text('https://api.example.com/v1/items password=hunter2')).not.toContain('hunter2');
+  });
+
   it('a URL with 2,460 secret-looking keys (~21 KB): every value replaced, cut at the cap', () => {
     const query = Array.from({ length: 2_460 }, (_, i) => `sig${i}=x`).join('&');
     const url = `https://h.example/p?${query}`;
