@@ -29,10 +29,29 @@ export interface TrackedServers {
 }
 
 interface ServerState {
-  /** Each response not yet closed, with its connection (which a response queued behind another's is not given yet). */
+  /** Until a drain: the server's open connections that have carried a request. */
+  readonly connections: Set<Socket>;
+  /**
+   * From a drain on: each response not yet closed, with its connection — those being answered when
+   * it began, and every one since.
+   */
   readonly inFlight: Map<ServerResponse, Socket>;
   lastEndedAt: number;
   draining: boolean;
+}
+
+/**
+ * The response a connection is writing, if any: node:http gives a connection its current response
+ * as `_httpMessage` (a response queued behind it, on a pipelining connection, is not given one yet,
+ * and is not waited for). Read defensively: it is not documented.
+ */
+function responseOn(socket: Socket): ServerResponse | undefined {
+  // Told apart by shape: a value import of node:http's ServerResponse here made register mode load
+  // node:http2 and TLS at start-up (test/register/lazy-modules.test.ts).
+  const response = (socket as { _httpMessage?: { writableFinished?: unknown; setHeader?: unknown } | null })._httpMessage;
+  if (typeof response?.setHeader !== 'function' || response.writableFinished !== false) return undefined;
+  // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment -- node:http's own response object, by the shape above
+  return response as ServerResponse;
 }
 
 /** `::ffff:127.0.0.1` (an IPv4 peer of a dual-stack socket) and `127.0.0.1` are one address. */
@@ -56,7 +75,7 @@ export function trackHttpServers(): TrackedServers {
   const stateOf = (server: Server): ServerState => {
     let state = states.get(server);
     if (state === undefined) {
-      state = { inFlight: new Map(), lastEndedAt: 0, draining: false };
+      state = { connections: new Set(), inFlight: new Map(), lastEndedAt: 0, draining: false };
       states.set(server, state);
       seen.add(new WeakRef(server));
     }
@@ -72,16 +91,28 @@ export function trackHttpServers(): TrackedServers {
     if (response.headersSent || isOwn(socket)) return;
     response.setHeader('connection', 'close');
   };
-  const onStart = (message: unknown): void => {
-    const { server, response, socket } = message as { server?: Server; response?: ServerResponse; socket?: Socket };
-    if (server === undefined || response === undefined || socket === undefined) return;
-    const state = stateOf(server);
+  /** From the drain on, each response is followed to its end: the drain waits for the last one. */
+  const follow = (state: ServerState, response: ServerResponse, socket: Socket): void => {
+    if (state.inFlight.has(response)) return;
     state.inFlight.set(response, socket);
     response.once('close', () => {
       state.inFlight.delete(response);
       state.lastEndedAt = performance.now();
     });
-    if (state.draining) askToLeave(response, socket);
+  };
+  // Until a drain, only connections are noted, once each: a listener per request cost ~5 µs of
+  // every request (its removal goes through the context binding OpenTelemetry puts on responses).
+  const onStart = (message: unknown): void => {
+    const { server, response, socket } = message as { server?: Server; response?: ServerResponse; socket?: Socket };
+    if (server === undefined || response === undefined || socket === undefined) return;
+    const state = stateOf(server);
+    if (state.draining) {
+      follow(state, response, socket);
+      askToLeave(response, socket);
+    } else if (!state.connections.has(socket)) {
+      state.connections.add(socket);
+      socket.once('close', () => state.connections.delete(socket));
+    }
   };
   const onClientSocket = (message: unknown): void => {
     const { socket } = message as { socket: Socket };
@@ -112,6 +143,11 @@ export function trackHttpServers(): TrackedServers {
       const draining = servers.filter((server) => server.listening).map((server) => ({ server, state: stateOf(server) }));
       for (const { state } of draining) {
         state.draining = true;
+        for (const socket of state.connections) {
+          const response = responseOn(socket);
+          if (response !== undefined) follow(state, response, socket);
+        }
+        state.connections.clear();
         for (const [response, socket] of state.inFlight) askToLeave(response, socket);
       }
       // Connections the kernel completed but the loop has not taken yet would be reset by the close
