@@ -1,6 +1,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
+import { DEADLINE_HEADER, MESH_HEADERS } from './budget-headers.js';
 import { LOCAL_SOCKET } from './peer-trust.js';
 
 /**
@@ -16,9 +17,10 @@ export interface InstalledInboundTrust {
 }
 
 /**
- * The caller's address, by the request's `headers` object: that object is the carrier the http
- * instrumentation (`propagation.extract(ctx, request.headers)`) and most frameworks hand to the
- * propagator, which is never given the request itself. Weak: a finished request leaves nothing.
+ * The caller's address of each request that carries a budget, by the request's `headers` object:
+ * that object is the carrier the http instrumentation (`propagation.extract(ctx, request.headers)`)
+ * and most frameworks hand to the propagator, which is never given the request itself. Weak: a
+ * finished request leaves nothing.
  */
 const peers = new WeakMap<object, string>();
 let installs = 0;
@@ -27,13 +29,19 @@ function onStart(message: unknown): void {
   // A subscriber's throw would become an uncaught exception: nothing here may throw.
   try {
     const { request, socket, server } = message as { request?: IncomingMessage; socket?: Socket; server?: { address?: () => unknown } };
-    if (request === undefined) return;
+    // Only a request that carries a budget has its caller's address looked up and remembered: a
+    // WeakMap entry for every request was a cost of every request (its GC too).
+    if (request === undefined || !carriesBudget(request.headers)) return;
     const address = socket?.remoteAddress;
     const peer = address ?? (typeof server?.address?.() === 'string' ? LOCAL_SOCKET : undefined);
     if (peer !== undefined) peers.set(request.headers, peer);
   } catch {
     // an unknown peer is an untrusted one
   }
+}
+
+function carriesBudget(headers: IncomingMessage['headers']): boolean {
+  return headers[DEADLINE_HEADER] !== undefined || headers[MESH_HEADERS[0]] !== undefined || headers[MESH_HEADERS[1]] !== undefined;
 }
 
 /**

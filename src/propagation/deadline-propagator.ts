@@ -1,9 +1,13 @@
 import type { Context, TextMapGetter, TextMapPropagator, TextMapSetter } from '@opentelemetry/api';
 import { contextWithDeadline, deadlineOf, DeadlineScope, monotonicNow, shrinks } from '../deadline/index.js';
-import { inboundPeerOf, InboundDeadlines, recordingInboundPeers, type InboundDeadlineOptions } from '../inbound/index.js';
-
-/** The header carrying the caller's remaining budget, in whole milliseconds. */
-export const DEADLINE_HEADER = 'x-request-timeout-ms';
+import {
+  DEADLINE_HEADER,
+  inboundPeerOf,
+  InboundDeadlines,
+  MESH_HEADERS,
+  recordingInboundPeers,
+  type InboundDeadlineOptions,
+} from '../inbound/index.js';
 
 /**
  * Envoy's header for the timeout of the request it forwards upstream, in whole milliseconds: sent
@@ -11,13 +15,6 @@ export const DEADLINE_HEADER = 'x-request-timeout-ms';
  * Istio mesh (or any Envoy the call passes) ends the call at the deadline too.
  */
 export const ENVOY_UPSTREAM_TIMEOUT_HEADER = 'x-envoy-upstream-rq-timeout-ms';
-
-/**
- * Budgets other parts of a mesh send, in whole milliseconds, obeyed as {@link DEADLINE_HEADER} is:
- * Envoy's (Istio's sidecar, a front proxy) timeout for the request it forwards, and Connect RPC's
- * per-call timeout. The smallest budget a request carries wins.
- */
-const MESH_HEADERS = ['x-envoy-expected-rq-timeout-ms', 'connect-timeout-ms'] as const;
 
 /**
  * Options of {@link DeadlinePropagator}: which callers' budgets a server obeys (`trustInbound`,
@@ -68,10 +65,10 @@ function budgetOf(carrier: unknown, getter: TextMapGetter, header: string): numb
  * values are ignored, never thrown on.
  *
  * Trust is decided by the caller's address, which `extract` is not given: `installInboundTrust()`
- * records it for every node:http/https request by its `headers` object (`startLifeline` and
- * register mode install it). A carrier it has no record of — headers a framework copied, a message
- * of another transport, any request while it is not installed — has an unknown caller, whose
- * budget only `trustInbound: 'all'` obeys.
+ * records it for every node:http/https request that carries a budget, by its `headers` object
+ * (`startLifeline` and register mode install it). A carrier it has no record of — headers a
+ * framework copied, a message of another transport, any request while it is not installed — has
+ * an unknown caller, whose budget only `trustInbound: 'all'` obeys.
  */
 export class DeadlinePropagator implements TextMapPropagator {
   readonly #inbound: InboundDeadlines;

@@ -1,5 +1,5 @@
+export { DEADLINE_HEADER } from '../inbound/index.js';
 export {
-  DEADLINE_HEADER,
   DeadlinePropagator,
   ENVOY_UPSTREAM_TIMEOUT_HEADER,
   deadlineHeaderValue,
