@@ -320,7 +320,12 @@ function runWithDeadline<T>(at: number, monotonicAt: number, source: DeadlineSou
   if (!shrinks(current, monotonicAt)) return startedHere(fn());
   // No release when fn settles: most scopes never create a timer, and waiting on every result
   // would cost a promise per call on the hottest path. A signal read here lives to the deadline.
-  return context.with(contextWithDeadline(active, new DeadlineScope(at, source, monotonicAt)), () => startedHere(fn()));
+  return context.with(contextWithDeadline(active, new DeadlineScope(at, source, monotonicAt)), runStarted<T>, undefined, fn);
+}
+
+/** `fn`'s result, started ({@link startedHere}); passed to `context.with` rather than a closure made per call. */
+function runStarted<T>(fn: () => T): Started<T> {
+  return startedHere(fn());
 }
 
 /**

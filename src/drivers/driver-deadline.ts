@@ -26,8 +26,23 @@ export function driverDeadline(
  * caller's), though the call is bounded by it all the same.
  */
 export function runUnderDeadline<T>(deadline: CallDeadline, active: Context, call: () => T): T {
-  if (!deadline.fromPolicy) return call();
-  return context.with(contextWithDeadline(active, new DeadlineScope(deadline.at, deadline.source, deadline.monotonicAt)), call);
+  return applyUnderDeadline(deadline, active, call, undefined, []);
+}
+
+/**
+ * {@link runUnderDeadline} for a wrapper's `original.apply(thisArg, args)`, with no closure: for the
+ * hottest wrappers, where a closure made every call allocate what it captures.
+ */
+export function applyUnderDeadline<T>(
+  deadline: CallDeadline,
+  active: Context,
+  fn: (...args: never[]) => T,
+  thisArg: unknown,
+  args: readonly unknown[],
+): T {
+  if (!deadline.fromPolicy) return Reflect.apply(fn, thisArg, args) as T;
+  const scope = new DeadlineScope(deadline.at, deadline.source, deadline.monotonicAt);
+  return context.with(contextWithDeadline(active, scope), Reflect.apply, undefined, fn, thisArg, args) as T;
 }
 
 /** The error a call the deadline ended gets. */

@@ -79,15 +79,25 @@ export function policyDeadlineOf(request: ClientRequest): CallDeadline | undefin
 }
 
 function bound(request: ClientRequest, policy: DeadlinePolicy): void {
-  const deadline = callDeadline(policy, callerDeadline(context.active()), () => requestAttributes(request));
+  const deadline = callDeadline(policy, callerDeadline(context.active()), policy.hasRules ? attributesOf(request) : NO_ATTRIBUTES);
   if (deadline === undefined) return;
   if (deadline.fromPolicy) fromPolicy.set(request, deadline);
   if (!request.headersSent) {
     // Set here, not by the propagator: only the client knows the host, and the deadline applied.
-    const header = deadlineHeader(policy, deadline, () => targetOf(request).host);
+    const header = deadlineHeader(policy, deadline, hostOf(request));
     if (header !== undefined) for (const name of policy.headerNames) request.setHeader(name, header);
   }
   requests.arm(request, deadline);
+}
+
+// The thunks the policy asks for, made apart from `bound`: a closure in it made every request
+// allocate the variables it captures, whether or not the policy called it.
+const NO_ATTRIBUTES = (): RequestAttributes => ({});
+function attributesOf(request: ClientRequest): () => RequestAttributes {
+  return () => requestAttributes(request);
+}
+function hostOf(request: ClientRequest): () => string | undefined {
+  return () => targetOf(request).host;
 }
 
 function onResponse(message: unknown): void {

@@ -110,9 +110,13 @@ export function trackHttpServers(): TrackedServers {
       follow(state, response, socket);
       askToLeave(response, socket);
     } else if (!state.connections.has(socket)) {
-      state.connections.add(socket);
-      socket.once('close', () => state.connections.delete(socket));
+      note(state, socket);
     }
+  };
+  // Apart from onStart: a closure there made every request allocate what it captures.
+  const note = (state: ServerState, socket: Socket): void => {
+    state.connections.add(socket);
+    socket.once('close', () => state.connections.delete(socket));
   };
   const onClientSocket = (message: unknown): void => {
     const { socket } = message as { socket: Socket };

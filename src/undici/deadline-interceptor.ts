@@ -81,7 +81,7 @@ export function deadlineDispatch(
     const opts = given as DispatchOptions | null;
     if (opts === null || typeof opts !== 'object' || opts[DEADLINE_DECIDED] === true) return dispatch(given, original);
     const active = context.active();
-    const deadline = callDeadline(policy, callerDeadline(active), () => requestAttributes(opts));
+    const deadline = callDeadline(policy, callerDeadline(active), policy.hasRules ? attributesOf(opts) : NO_ATTRIBUTES);
     const dispatchOpts: DispatchOptions = { ...opts, [DEADLINE_DECIDED]: true };
     if (deadline === undefined) return dispatch(dispatchOpts, original);
     const handler = adapt === undefined || !isObject(original) ? original : adapt(original);
@@ -95,7 +95,7 @@ export function deadlineDispatch(
       deadline,
       deadline.untilHeaders ? { deadline, sentAtStart: sentInOneWrite(opts.body) } : undefined,
     );
-    const header = deadlineHeader(policy, deadline, () => hostOf(opts.origin));
+    const header = deadlineHeader(policy, deadline, hostOfOrigin(opts.origin));
     if (queuedAbort !== undefined) dispatchOpts[queuedAbort] = chainHooks(deadlineHandler.queuedAbortHook, opts[queuedAbort]);
     if (header !== undefined) dispatchOpts.headers = withDeadlineHeader(opts.headers, header, policy.headerNames);
     deadlineHandler.arm();
@@ -105,7 +105,7 @@ export function deadlineDispatch(
       if (!deadline.fromPolicy) return dispatch(dispatchOpts, deadlineHandler);
       // The policy tightened the deadline: let the client span and the propagated header see it.
       const scope = new DeadlineScope(deadline.at, deadline.source, deadline.monotonicAt);
-      return context.with(contextWithDeadline(active, scope), () => dispatch(dispatchOpts, deadlineHandler));
+      return context.with(contextWithDeadline(active, scope), dispatch, undefined, dispatchOpts, deadlineHandler);
     } catch (error) {
       deadlineHandler.disarm();
       throw error;
@@ -113,6 +113,16 @@ export function deadlineDispatch(
       dispatching = outer;
     }
   };
+}
+
+// The thunks the policy asks for, made apart from the dispatch above: a closure in it made every
+// request allocate the variables it captures, whether or not the policy called it.
+const NO_ATTRIBUTES = (): RequestAttributes => ({});
+function attributesOf(opts: Dispatcher.DispatchOptions): () => RequestAttributes {
+  return () => requestAttributes(opts);
+}
+function hostOfOrigin(origin: Dispatcher.DispatchOptions['origin']): () => string | undefined {
+  return () => hostOf(origin);
 }
 
 /**

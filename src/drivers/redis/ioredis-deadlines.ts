@@ -2,7 +2,7 @@ import { context } from '@opentelemetry/api';
 import { contextWithoutDeadline, monotonicNow, type DeadlineWatch } from '../../deadline/index.js';
 import { wrapMethod } from '../../hooks/index.js';
 import { armDeadline, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
-import { deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
+import { applyUnderDeadline, deadlineError, driverDeadline } from '../driver-deadline.js';
 import { DriverInstall, type InstalledDriver } from '../driver-install.js';
 import { blockingTimeoutOf, endedByDeadline, mayBlock, shortenedTimeout, type BlockingTimeout } from './blocking-timeout.js';
 
@@ -143,23 +143,24 @@ function boundSendCommand(original: SendCommand): SendCommand {
       bound.client = this;
       // Ended by its deadline while queued: not sent at all (a pipeline's command is: it is written with the rest).
       if (bound.expired && args[1] === undefined) return command.promise;
-      return bound.deadline.fromPolicy
-        ? runUnderDeadline(bound.deadline, context.active(), () => Reflect.apply(original, this, args))
-        : Reflect.apply(original, this, args);
+      return applyUnderDeadline(bound.deadline, context.active(), original, this, args);
     }
     const rules = driver.policy;
     if (rules === undefined || isHandshake(this, command)) return Reflect.apply(original, this, args);
     const active = context.active();
-    const deadline = driverDeadline(rules, rules.hasRules ? () => ioredisAttributes(this, command) : noAttributes, active);
+    const deadline = driverDeadline(rules, rules.hasRules ? attributesOf(this, command) : noAttributes, active);
     if (deadline === undefined) return Reflect.apply(original, this, args);
     const call = new CommandCall(command, deadline, this, args[1] !== undefined);
     command[CALL] = call;
-    const result = deadline.fromPolicy
-      ? runUnderDeadline(deadline, active, () => Reflect.apply(original, this, args))
-      : Reflect.apply(original, this, args);
+    const result = applyUnderDeadline(deadline, active, original, this, args);
     call.arm();
     return result;
   };
+}
+
+/** The attributes of `command`, when a rule asks; made apart from the wrappers, which then need no closure of their own. */
+function attributesOf(client: IoClient, command: IoCommand): () => RequestAttributes {
+  return () => ioredisAttributes(client, command);
 }
 
 /** `attributes` of a policy without rules: never called. */
@@ -175,7 +176,7 @@ function boundAddToPipeline(original: AddToPipeline): AddToPipeline {
   return function sendCommand(this: IoPipeline, command: IoCommand | undefined): unknown {
     const rules = driver.policy;
     if (rules === undefined || typeof command !== 'object' || command[CALL] !== undefined) return original.call(this, command);
-    const deadline = driverDeadline(rules, rules.hasRules ? () => ioredisAttributes(this.redis, command) : noAttributes);
+    const deadline = driverDeadline(rules, rules.hasRules ? attributesOf(this.redis, command) : noAttributes);
     if (deadline === undefined) return original.call(this, command);
     const call = new CommandCall(command, deadline, this.redis, true);
     command[CALL] = call;
