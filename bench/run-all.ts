@@ -13,6 +13,7 @@ const BENCHES = [
   'diagnostics',
   'redaction',
   'deadline',
+  'per-call',
   'many-calls',
   'http-clients',
   'drivers',
