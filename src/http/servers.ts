@@ -32,8 +32,9 @@ interface ServerState {
   /** Until a drain: the server's open connections that have carried a request. */
   readonly connections: Set<Socket>;
   /**
-   * From a drain on: each response not yet closed, with its connection — those being answered when
-   * it began, and every one since.
+   * Each response not yet closed, with its connection, that a drain waits for: from a drain on,
+   * those being answered when it began and every one since; before it, those queued behind
+   * another on a pipelining connection.
    */
   readonly inFlight: Map<ServerResponse, Socket>;
   lastEndedAt: number;
@@ -42,8 +43,8 @@ interface ServerState {
 
 /**
  * The response a connection is writing, if any: node:http gives a connection its current response
- * as `_httpMessage` (a response queued behind it, on a pipelining connection, is not given one yet,
- * and is not waited for). Read defensively: it is not documented.
+ * as `_httpMessage` (one queued behind it, on a pipelining connection, is followed from its start).
+ * Read defensively: it is not documented.
  */
 function responseOn(socket: Socket): ServerResponse | undefined {
   // Told apart by shape: a value import of node:http's ServerResponse here made register mode load
@@ -109,11 +110,15 @@ export function trackHttpServers(): TrackedServers {
     if (state.draining) {
       follow(state, response, socket);
       askToLeave(response, socket);
-    } else if (!state.connections.has(socket)) {
-      note(state, socket);
+      return;
     }
+    if (!state.connections.has(socket)) note(state, socket);
+    // Node gives the connection its response after this channel: one it already has is another's,
+    // and this response waits behind it (pipelining), where a drain would not find it.
+    const current = (socket as { _httpMessage?: unknown })._httpMessage;
+    if (current != null && current !== response) follow(state, response, socket);
   };
-  // Apart from onStart: a closure there made every request allocate what it captures.
+  // Apart from onStart, which then has no closure: one there made every request allocate what it captures.
   const note = (state: ServerState, socket: Socket): void => {
     state.connections.add(socket);
     socket.once('close', () => state.connections.delete(socket));
@@ -152,7 +157,14 @@ export function trackHttpServers(): TrackedServers {
           if (response !== undefined) follow(state, response, socket);
         }
         state.connections.clear();
-        for (const [response, socket] of state.inFlight) askToLeave(response, socket);
+        // Only a connection's last response says close: one said earlier, on a pipelining
+        // connection, would end it before the responses queued behind it are written.
+        // Those queued behind the one being written were followed as they started, in order.
+        const last = new Map<Socket, ServerResponse>();
+        for (const [response, socket] of state.inFlight) {
+          if (!last.has(socket) || responseOn(socket) !== response) last.set(socket, response);
+        }
+        for (const [socket, response] of last) askToLeave(response, socket);
       }
       // Connections the kernel completed but the loop has not taken yet would be reset by the close
       // (an inner call that had just connected, among them): the next turn's poll takes them.
