@@ -7,3 +7,6 @@ export const DEADLINE_HEADER = 'x-request-timeout-ms';
  * per-call timeout. The smallest budget a request carries wins.
  */
 export const MESH_HEADERS = ['x-envoy-expected-rq-timeout-ms', 'connect-timeout-ms'] as const;
+
+/** Every header an inbound budget is read from: the caller's, then the mesh's. */
+export const BUDGET_HEADERS: readonly string[] = [DEADLINE_HEADER, ...MESH_HEADERS];

@@ -1,7 +1,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
-import { DEADLINE_HEADER, MESH_HEADERS } from './budget-headers.js';
+import { BUDGET_HEADERS } from './budget-headers.js';
 import { LOCAL_SOCKET } from './peer-trust.js';
 
 /**
@@ -41,7 +41,8 @@ function onStart(message: unknown): void {
 }
 
 function carriesBudget(headers: IncomingMessage['headers']): boolean {
-  return headers[DEADLINE_HEADER] !== undefined || headers[MESH_HEADERS[0]] !== undefined || headers[MESH_HEADERS[1]] !== undefined;
+  for (const header of BUDGET_HEADERS) if (headers[header] !== undefined) return true;
+  return false;
 }
 
 /**

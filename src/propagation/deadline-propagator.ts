@@ -1,10 +1,10 @@
 import type { Context, TextMapGetter, TextMapPropagator, TextMapSetter } from '@opentelemetry/api';
 import { contextWithDeadline, deadlineOf, DeadlineScope, monotonicNow, shrinks } from '../deadline/index.js';
 import {
+  BUDGET_HEADERS,
   DEADLINE_HEADER,
   inboundPeerOf,
   InboundDeadlines,
-  MESH_HEADERS,
   recordingInboundPeers,
   type InboundDeadlineOptions,
 } from '../inbound/index.js';
@@ -91,10 +91,11 @@ export class DeadlinePropagator implements TextMapPropagator {
   extract(ctx: Context, carrier: unknown, getter: TextMapGetter): Context {
     const { trust } = this.#inbound;
     if (trust.fixed === false) return ctx;
-    let budget = budgetOf(carrier, getter, DEADLINE_HEADER);
-    for (const header of MESH_HEADERS) {
-      const mesh = budgetOf(carrier, getter, header);
-      if (mesh !== undefined && (budget === undefined || mesh < budget)) budget = mesh;
+    // The smallest budget of the caller's and the mesh's wins.
+    let budget: number | undefined;
+    for (const header of BUDGET_HEADERS) {
+      const given = budgetOf(carrier, getter, header);
+      if (given !== undefined && (budget === undefined || given < budget)) budget = given;
     }
     if (budget === undefined) return ctx;
     if (!trust.trusts(inboundPeerOf(carrier))) {
