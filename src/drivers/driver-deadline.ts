@@ -26,8 +26,10 @@ export function driverDeadline(
  * caller's), though the call is bounded by it all the same.
  */
 export function runUnderDeadline<T>(deadline: CallDeadline, active: Context, call: () => T): T {
-  return applyUnderDeadline(deadline, active, call, undefined, []);
+  return applyUnderDeadline(deadline, active, call, undefined, NO_ARGUMENTS);
 }
+
+const NO_ARGUMENTS: readonly unknown[] = Object.freeze([]);
 
 /**
  * {@link runUnderDeadline} for a wrapper's `original.apply(thisArg, args)`, with no closure: for the

@@ -133,8 +133,12 @@ export function deadlineHeader(policy: DeadlinePolicy, deadline: CallDeadline, h
  * `onExpire(subject)` once `deadline` has passed, never before: on the timer of the context's
  * deadline, shared by every call under it (the calls of one request or tick, one after another or
  * at once), or, for a deadline of the call's own (a rule's, the default, the headers bound), a
- * timer of its own. Every client family arms its calls through this.
+ * timer of its own. Every client family arms its calls through this (the headers bound, re-armed
+ * for the response head once the request is sent, gets a timer of its own there).
  */
 export function armDeadline<S>(deadline: CallDeadline, onExpire: (subject: S) => void, subject: S): DeadlineWatch {
-  return deadline.scope?.watch(onExpire, subject) ?? new DeadlineTimer(deadline.at, onExpire, subject, deadline.monotonicAt);
+  const scope = deadline.scope;
+  // A scope made by another copy of lifeline (the context key is shared) may have no `watch`.
+  if (scope !== undefined && typeof scope.watch === 'function') return scope.watch(onExpire, subject);
+  return new DeadlineTimer(deadline.at, onExpire, subject, deadline.monotonicAt);
 }
