@@ -203,7 +203,9 @@ export function repeatedTo(unit: string, bytes: number): string {
  * CPU time per call spent in lifeline's own functions (self time in a V8 CPU profile of `run`,
  * which makes `calls` calls), by package: far steadier than a throughput ratio on a shared
  * machine, since it counts only samples inside the code, not what the neighbours did meanwhile.
- * lifeline's functions are those of its built `dist/` (files outside node_modules); `total` is every sampled function but idle.
+ * lifeline's functions are those of its built `dist/` (files outside node_modules) but its bundled
+ * undici (`dist/_chunks/undici*.cjs`: the transport, which the baseline runs from node_modules);
+ * `total` is every sampled function but idle.
  */
 export async function profiledSelfTimeUs(calls: number, run: () => Promise<void>): Promise<{ lifeline: number; total: number }> {
   const { Session } = await import('node:inspector/promises');
@@ -226,7 +228,8 @@ export async function profiledSelfTimeUs(calls: number, run: () => Promise<void>
       if (node.callFrame.functionName === '(idle)') continue;
       total += us;
       const { url } = node.callFrame;
-      if (url.startsWith('file:') && url.includes('/dist/') && !url.includes('/node_modules/')) lifeline += us;
+      if (url.startsWith('file:') && url.includes('/dist/') && !url.includes('/node_modules/') && !url.includes('/_chunks/undici'))
+        lifeline += us;
     }
     return { lifeline: lifeline / calls, total: total / calls };
   } finally {

@@ -264,12 +264,12 @@ const QUERY_SEPARATOR = /([&;])/;
 /** `;name=value` path parameters (`;jsessionid=`). */
 const PATH_PARAM = /;([^/;=?#]*)=([^/;?#]*)/g;
 
-/** How a value is read (a constant, not a closure: this runs for every attribute of every span). */
 /** Clean values remembered at most per kind, and the longest remembered (see `Redactor.#clean`). */
 const MAX_CLEAN_VALUES = 1_024;
 const MAX_CLEAN_LENGTH = 512;
 /** What `#url` looks for; a URL with none of it is returned as it is. */
 const URL_MAY_HOLD_SECRET = /[?#@;]|eyJ/;
+/** How a value is read (a constant, not a closure: this runs for every attribute of every span). */
 const TEXT_VALUE = 0;
 const URL_VALUE = 1;
 const QUERY_VALUE = 2;
@@ -283,10 +283,11 @@ export class Redactor {
   readonly #headers: readonly string[];
   readonly #maxValueLength: number;
   /**
-   * Values found to hold nothing to redact, per kind (text, URL, query): a service records the same
-   * few URLs, routes and user agents on span after span, and scanning them again finds nothing
-   * again. Only clean values are remembered, so no secret outlives its span here; bounded, and
-   * cleared when full.
+   * Values redaction left unchanged, per kind (text, URL, query): a service records the same few
+   * URLs, routes and user agents on span after span, and scanning them again finds nothing again.
+   * Only what spans carry out as it is gets remembered (never a value that needed redacting), up
+   * to 1,024 values of at most 512 characters per kind, for as long as the process lives or until
+   * a set fills and is cleared.
    */
   readonly #clean: readonly [Set<string>, Set<string>, Set<string>] = [new Set(), new Set(), new Set()];
   /** Verdicts per key: the same few keys recur on every span. */

@@ -293,12 +293,12 @@ describe('what a request that ends before its deadline sees: the same as without
   });
 });
 
-/** Every `on*` function a handler has, own or inherited, sorted. */
 /** A call's deadline a minute away, of its own (no context deadline). */
 function farDeadline(): CallDeadline {
   return { at: Date.now() + 60_000, monotonicAt: monotonicNow() + 60_000, source: 'scope', fromPolicy: false, untilHeaders: false };
 }
 
+/** Every `on*` function a handler has, own or inherited, sorted. */
 function callbackNames(handler: object): string[] {
   const names = new Set<string>();
   for (let p: object | null = handler; p !== null && p !== Object.prototype; p = Object.getPrototypeOf(p) as object | null) {
