@@ -92,7 +92,7 @@ export function trackHttpServers(): TrackedServers {
     if (response.headersSent || isOwn(socket)) return;
     response.setHeader('connection', 'close');
   };
-  /** From the drain on, each response is followed to its end: the drain waits for the last one. */
+  /** A response the drain waits for, followed to its end (see `ServerState.inFlight`). */
   const follow = (state: ServerState, response: ServerResponse, socket: Socket): void => {
     if (state.inFlight.has(response)) return;
     state.inFlight.set(response, socket);
