@@ -9,6 +9,7 @@ import {
   callerDeadline,
   deadlineHeader,
   DeadlinePolicy,
+  noAttributes,
   type CallDeadline,
   type DeadlinePolicyOptions,
   type RequestAttributes,
@@ -79,7 +80,7 @@ export function policyDeadlineOf(request: ClientRequest): CallDeadline | undefin
 }
 
 function bound(request: ClientRequest, policy: DeadlinePolicy): void {
-  const deadline = callDeadline(policy, callerDeadline(context.active()), policy.hasRules ? attributesOf(request) : NO_ATTRIBUTES);
+  const deadline = callDeadline(policy, callerDeadline(context.active()), policy.hasRules ? attributesOf(request) : noAttributes);
   if (deadline === undefined) return;
   if (deadline.fromPolicy) fromPolicy.set(request, deadline);
   if (!request.headersSent) {
@@ -92,7 +93,6 @@ function bound(request: ClientRequest, policy: DeadlinePolicy): void {
 
 // The thunks the policy asks for, made apart from `bound`: a closure in it made every request
 // allocate the variables it captures, whether or not the policy called it.
-const NO_ATTRIBUTES = (): RequestAttributes => ({});
 function attributesOf(request: ClientRequest): () => RequestAttributes {
   return () => requestAttributes(request);
 }

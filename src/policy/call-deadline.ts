@@ -142,3 +142,8 @@ export function armDeadline<S>(deadline: CallDeadline, onExpire: (subject: S) =>
   if (scope !== undefined && typeof scope.watch === 'function') return scope.watch(onExpire, subject);
   return new DeadlineTimer(deadline.at, onExpire, subject, deadline.monotonicAt);
 }
+
+/** The `attributes` a client passes {@link callDeadline} when its policy has no rules: never called. */
+export function noAttributes(): RequestAttributes {
+  return {};
+}

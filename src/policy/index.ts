@@ -11,6 +11,7 @@ export {
   callerDeadline,
   deadlineHeader,
   headersBoundAt,
+  noAttributes,
   type CallDeadline,
   type CallProgress,
 } from './call-deadline.js';

@@ -8,6 +8,7 @@ import {
   callerDeadline,
   deadlineHeader,
   DeadlinePolicy,
+  noAttributes,
   type DeadlinePolicyOptions,
   type RequestAttributes,
 } from '../policy/index.js';
@@ -81,7 +82,7 @@ export function deadlineDispatch(
     const opts = given as DispatchOptions | null;
     if (opts === null || typeof opts !== 'object' || opts[DEADLINE_DECIDED] === true) return dispatch(given, original);
     const active = context.active();
-    const deadline = callDeadline(policy, callerDeadline(active), policy.hasRules ? attributesOf(opts) : NO_ATTRIBUTES);
+    const deadline = callDeadline(policy, callerDeadline(active), policy.hasRules ? attributesOf(opts) : noAttributes);
     const dispatchOpts: DispatchOptions = { ...opts, [DEADLINE_DECIDED]: true };
     if (deadline === undefined) return dispatch(dispatchOpts, original);
     const handler = adapt === undefined || !isObject(original) ? original : adapt(original);
@@ -117,7 +118,6 @@ export function deadlineDispatch(
 
 // The thunks the policy asks for, made apart from the dispatch above: a closure in it made every
 // request allocate the variables it captures, whether or not the policy called it.
-const NO_ATTRIBUTES = (): RequestAttributes => ({});
 function attributesOf(opts: Dispatcher.DispatchOptions): () => RequestAttributes {
   return () => requestAttributes(opts);
 }

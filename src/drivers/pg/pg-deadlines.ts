@@ -1,7 +1,7 @@
 import { context, type Context } from '@opentelemetry/api';
 import { contextWithoutDeadline, isDeadlineExceeded, type DeadlineWatch } from '../../deadline/index.js';
 import { wrapMethods } from '../../hooks/index.js';
-import { armDeadline, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
+import { armDeadline, noAttributes, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
 import { deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
 import { endsTransaction, operationOf } from '../sql.js';
 import { DriverInstall, type InstalledDriver } from '../driver-install.js';
@@ -172,11 +172,6 @@ function boundQuery(original: Query): Query {
     call.start(queued);
     return result;
   };
-}
-
-/** `attributes` of a policy without rules: never called. */
-function noAttributes(): RequestAttributes {
-  return {};
 }
 
 /** `Promise.withResolvers`, on the promise class the driver was configured with. */

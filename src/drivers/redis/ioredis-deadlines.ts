@@ -1,7 +1,7 @@
 import { context } from '@opentelemetry/api';
 import { contextWithoutDeadline, monotonicNow, type DeadlineWatch } from '../../deadline/index.js';
 import { wrapMethod } from '../../hooks/index.js';
-import { armDeadline, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
+import { armDeadline, noAttributes, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
 import { applyUnderDeadline, deadlineError, driverDeadline } from '../driver-deadline.js';
 import { DriverInstall, type InstalledDriver } from '../driver-install.js';
 import { blockingTimeoutOf, endedByDeadline, mayBlock, shortenedTimeout, type BlockingTimeout } from './blocking-timeout.js';
@@ -161,11 +161,6 @@ function boundSendCommand(original: SendCommand): SendCommand {
 /** The attributes of `command`, when a rule asks; made apart from the wrappers, which then need no closure of their own. */
 function attributesOf(client: IoClient, command: IoCommand): () => RequestAttributes {
   return () => ioredisAttributes(client, command);
-}
-
-/** `attributes` of a policy without rules: never called. */
-function noAttributes(): RequestAttributes {
-  return {};
 }
 
 /**
