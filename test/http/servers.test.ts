@@ -4,7 +4,7 @@
  * and so is every request that arrives on an open connection during the drain.
  */
 import { once } from 'node:events';
-import { createServer, type ServerResponse } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { trackHttpServers, type TrackedServers } from '../../src/http/index.js';
@@ -41,17 +41,22 @@ function clientOfTwoCalls(port: number): Promise<NodeResult> {
   return runNode(['--input-type=module', '-e', source]);
 }
 
+/** A server on loopback that holds the response to /hold (handed over by `holding`) and answers anything else with `body`. */
+async function holdingServer(body: string): Promise<{ server: Server; port: number; holding: Promise<ServerResponse> }> {
+  let hold: (res: ServerResponse) => void = () => undefined;
+  const holding = new Promise<ServerResponse>((resolve) => (hold = resolve));
+  const server = createServer((req, res) => {
+    if (req.url === '/hold') hold(res);
+    else res.end(body);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return { server, port: (server.address() as AddressInfo).port, holding };
+}
+
 describe('draining the servers on SIGTERM', () => {
   it('a response in flight when the drain begins, on a connection that served before, is told to close', async () => {
-    let hold: (res: ServerResponse) => void = () => undefined;
-    const holding = new Promise<ServerResponse>((resolve) => (hold = resolve));
-    const server = createServer((req, res) => {
-      if (req.url === '/hold') hold(res);
-      else res.end('quick');
-    });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const { port } = server.address() as AddressInfo;
+    const { server, port, holding } = await holdingServer('quick');
     try {
       // The connection serves a request before the drain, then holds one across its start.
       const client = clientOfTwoCalls(port);
@@ -77,15 +82,7 @@ describe('draining the servers on SIGTERM', () => {
   });
 
   it('on a pipelining connection, a drain that begins while one response is written loses none queued behind it', async () => {
-    let hold: (res: ServerResponse) => void = () => undefined;
-    const holding = new Promise<ServerResponse>((resolve) => (hold = resolve));
-    const server = createServer((req, res) => {
-      if (req.url === '/hold') hold(res);
-      else res.end('queued');
-    });
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const { port } = server.address() as AddressInfo;
+    const { server, port, holding } = await holdingServer('queued');
     try {
       // Both requests in one write, from a process of its own: the second waits behind the first.
       const source = `
