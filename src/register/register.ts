@@ -51,16 +51,20 @@ async function start(): Promise<void> {
   const { startLifeline } = await import('../sdk/index.js');
   const { logLevel } = config;
   const logger = logLevel === undefined ? undefined : (await import('pino')).pino({ name: 'lifeline', level: logLevel });
+  // Nobody probes a test runner's processes: without a port chosen they serve none (and say nothing
+  // of it). In Kubernetes a probe server is always wanted, whatever the environment says.
+  const unprobedTestProcess =
+    config.probe !== false && config.probe.port === undefined && process.env.KUBERNETES_SERVICE_HOST === undefined && inTestRunner();
   try {
     await startLifeline({
-      // Nobody probes a test runner's processes: without a port chosen they serve none (and say
-      // nothing of it). In Kubernetes a probe server is always wanted, whatever the environment says.
       probe:
-        config.probe === false || (config.probe.port === undefined && process.env.KUBERNETES_SERVICE_HOST === undefined && inTestRunner())
+        config.probe === false || unprobedTestProcess
           ? false
           : { ...config.probe, ...config.probeLimits, whenPortBusy: whenPortBusy(config.probe.port) },
       exportBuffer: config.exportBuffer,
-      watchdog: config.watchdog,
+      // Nor do they need the thread that answers probes while the loop is blocked: it costs each
+      // test process ~25 ms and an isolate's memory. LIFELINE_WATCHDOG=on keeps it (its block reports).
+      watchdog: unprobedTestProcess && !config.watchdogSet ? false : config.watchdog,
       ...(config.evidence ? {} : { evidence: false as const }),
       ...(config.grpcHealth ? {} : { grpcHealth: false }),
       deadlines: {

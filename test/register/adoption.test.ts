@@ -190,13 +190,32 @@ describe('register mode in a service as it is', () => {
   it("a test runner's processes serve no probes unless a port is chosen: nothing held, nothing said (a stray variable of the same name is no test runner)", async () => {
     const holder = await holdPort(5555);
     try {
-      const env = { ...outsideTestRunner(), LIFELINE_PROBE_PORT: '', OTEL_TRACES_EXPORTER: 'none', APP_LIFETIME_MS: '200' };
+      const env = {
+        ...outsideTestRunner(),
+        LIFELINE_PROBE_PORT: '',
+        OTEL_TRACES_EXPORTER: 'none',
+        APP_LIFETIME_MS: '200',
+        APP_COUNT_THREADS: '1',
+      };
       for (const runner of [{ JEST_WORKER_ID: '3' }, { NODE_TEST_CONTEXT: 'child-v8' }, { VITEST: 'true', VITEST_WORKER_ID: '1' }]) {
         const worker = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env: { ...env, ...runner } });
         expect(worker.code).toBe(0);
         expect(worker.stdout).toContain('app listening');
         expect(worker.stdout + worker.stderr, JSON.stringify(runner)).not.toMatch(/probe/i);
+        // Nor a watchdog thread, which answers probes while the loop is blocked.
+        expect(worker.stdout, JSON.stringify(runner)).toContain('worker threads: 0');
       }
+      // Unless one is asked for, or a probe port is chosen.
+      for (const chosen of [{ LIFELINE_WATCHDOG: 'on' }, { LIFELINE_PROBE_PORT: '0' }]) {
+        const worker = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
+          env: { ...env, JEST_WORKER_ID: '3', ...chosen },
+        });
+        expect(worker.stdout, JSON.stringify(chosen)).toContain('worker threads: 1');
+      }
+      const service = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
+        env: { ...env, LIFELINE_PROBE_PORT: '0' },
+      });
+      expect(service.stdout).toContain('worker threads: 1');
       const stray = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
         env: { ...env, TAP: 'yes-please' },
       });
