@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { isDeadlineExceeded, withDeadline } from 'otel-lifeline';
 /** Helpers shared by the benchmarks: repeated timing, medians, and a markdown-ish report. */
 
@@ -155,6 +156,26 @@ export async function abortLateness(
     late.push(performance.now() - atPerf);
   });
   return late.sort((a, b) => a - b);
+}
+
+/**
+ * The garbage collector's pauses while `run` runs (ms, longest first): a deadline due during a pause
+ * fires after it, so a lateness percentile is read beside them.
+ */
+export async function gcPausesDuring<T>(run: () => Promise<T>): Promise<{ result: T; pauses: number[] }> {
+  const pauses: number[] = [];
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) pauses.push(entry.duration);
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  try {
+    const result = await run();
+    // Entries are delivered on a later turn: the last pauses are in by the next macrotask.
+    await new Promise((resolve) => setImmediate(resolve));
+    return { result, pauses: pauses.sort((a, b) => b - a) };
+  } finally {
+    observer.disconnect();
+  }
 }
 
 /**
