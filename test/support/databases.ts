@@ -483,6 +483,9 @@ function kill(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
     child.once('exit', () => {
       resolve();
     });
+    // Unref'd once ready (a forgotten server keeps nothing alive), but a stop being awaited must
+    // hold the loop until the server is gone: a script whose last await this is would exit (13).
+    child.ref();
     child.kill(signal);
   });
 }
