@@ -36,10 +36,11 @@ export interface EnvConfig {
     maxOverflowConnections?: number;
     maxRequestsPerSecond?: number;
   };
-  /** `LIFELINE_WATCHDOG=off`: no watchdog thread; else `LIFELINE_WATCHDOG_THRESHOLD_MS`, when set. */
-  watchdog: false | { thresholdMs?: number };
-  /** `LIFELINE_WATCHDOG` is set, to `on` or `off`: register mode's default for a test runner's processes yields to it. */
-  watchdogSet: boolean;
+  /**
+   * `LIFELINE_WATCHDOG=off`: no watchdog thread; `on`, or `LIFELINE_WATCHDOG_THRESHOLD_MS` set: one
+   * (with that threshold). Neither set: `undefined`, register mode's default.
+   */
+  watchdog: false | { thresholdMs?: number } | undefined;
   /** `LIFELINE_EVIDENCE=off`: the sampler alone decides what is exported (startLifeline's `evidence: false`). */
   evidence: boolean;
 }
@@ -77,14 +78,12 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
   const maxConnectionsPerAddress = integer(env, 'LIFELINE_PROBE_MAX_CONNECTIONS_PER_ADDRESS', 1, 1_000_000);
   const maxOverflowConnections = integer(env, 'LIFELINE_PROBE_MAX_OVERFLOW_CONNECTIONS', 0, 1_000_000);
   const maxRequestsPerSecond = integer(env, 'LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND', 1, 10_000_000);
-  const watchdogSwitch = oneOfEnv(env, 'LIFELINE_WATCHDOG', SWITCH);
-  const watchdog = watchdogSwitch ?? 'on';
+  const watchdog = oneOfEnv(env, 'LIFELINE_WATCHDOG', SWITCH);
   const thresholdMs = integer(env, 'LIFELINE_WATCHDOG_THRESHOLD_MS', 10, 86_400_000);
   const evidence = oneOfEnv(env, 'LIFELINE_EVIDENCE', SWITCH) ?? 'on';
   return {
     evidence: evidence === 'on',
-    watchdog: watchdog === 'off' ? false : thresholdMs === undefined ? {} : { thresholdMs },
-    watchdogSet: watchdogSwitch !== undefined,
+    watchdog: watchdog === 'off' ? false : thresholdMs !== undefined ? { thresholdMs } : watchdog === 'on' ? {} : undefined,
     exportBuffer: { ...(maxSpans === undefined ? {} : { maxSpans }), ...(maxBytes === undefined ? {} : { maxBytes }) },
     probeLimits: {
       ...(maxConnections === undefined ? {} : { maxConnections }),

@@ -62,9 +62,10 @@ async function start(): Promise<void> {
           ? false
           : { ...config.probe, ...config.probeLimits, whenPortBusy: whenPortBusy(config.probe.port) },
       exportBuffer: config.exportBuffer,
-      // Nor do they need the thread that answers probes while the loop is blocked: it costs each
-      // test process ~25 ms and an isolate's memory. LIFELINE_WATCHDOG=on keeps it (its block reports).
-      watchdog: unprobedTestProcess && !config.watchdogSet ? false : config.watchdog,
+      // Nor, unless the environment asks for it, the watchdog thread, which answers the probes
+      // while the loop is blocked (and reports the block): an isolate that costs each test
+      // process ~14 MB and ~50 ms of CPU (by hand: BENCHMARKS.md, Adoption).
+      watchdog: config.watchdog ?? (unprobedTestProcess ? false : {}),
       ...(config.evidence ? {} : { evidence: false as const }),
       ...(config.grpcHealth ? {} : { grpcHealth: false }),
       deadlines: {

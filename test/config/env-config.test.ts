@@ -14,8 +14,7 @@ describe('readEnvConfig (README: Configuration)', () => {
       grpcHealth: true,
       exportBuffer: {},
       probeLimits: {},
-      watchdog: {},
-      watchdogSet: false,
+      watchdog: undefined,
       evidence: true,
     });
   });
@@ -59,11 +58,11 @@ describe('readEnvConfig (README: Configuration)', () => {
       exportBuffer: { maxSpans: 10_000, maxBytes: 67_108_864 },
       probeLimits: { maxConnections: 16, maxConnectionsPerAddress: 4, maxOverflowConnections: 0, maxRequestsPerSecond: 200 },
       watchdog: { thresholdMs: 2_000 },
-      watchdogSet: false,
       evidence: false,
     });
     expect(readEnvConfig({ LIFELINE_WATCHDOG: 'off', LIFELINE_WATCHDOG_THRESHOLD_MS: '2000' }).watchdog).toBe(false);
-    expect(readEnvConfig({ LIFELINE_WATCHDOG: 'on' })).toMatchObject({ watchdog: {}, watchdogSet: true });
+    expect(readEnvConfig({ LIFELINE_WATCHDOG: 'on' }).watchdog).toEqual({});
+    expect(readEnvConfig({}).watchdog).toBeUndefined(); // register mode decides
     expect(readEnvConfig({ LIFELINE_DEADLINE_HEADER_HOSTS: 'none' }).deadlineHeaderHosts).toBe('none');
   });
 

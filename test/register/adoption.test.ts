@@ -178,10 +178,11 @@ describe('register mode in a service as it is', () => {
       expect(pod.code).toBe(1);
       expect(pod.stderr).toMatch(/\(EADDRINUSE: held by process \d+ \(node\)\)/);
       const worker = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
-        env: { ...env, JEST_WORKER_ID: '2' },
+        env: { ...env, JEST_WORKER_ID: '2', APP_COUNT_THREADS: '1' },
       });
       expect(worker.code).toBe(0);
       expect(worker.stdout).toContain('the probe port is held by');
+      expect(worker.stdout).toContain('worker threads: 1'); // probes are wanted here, and so is the thread that answers them
     } finally {
       holder?.close();
     }
@@ -190,32 +191,13 @@ describe('register mode in a service as it is', () => {
   it("a test runner's processes serve no probes unless a port is chosen: nothing held, nothing said (a stray variable of the same name is no test runner)", async () => {
     const holder = await holdPort(5555);
     try {
-      const env = {
-        ...outsideTestRunner(),
-        LIFELINE_PROBE_PORT: '',
-        OTEL_TRACES_EXPORTER: 'none',
-        APP_LIFETIME_MS: '200',
-        APP_COUNT_THREADS: '1',
-      };
+      const env = { ...outsideTestRunner(), LIFELINE_PROBE_PORT: '', OTEL_TRACES_EXPORTER: 'none', APP_LIFETIME_MS: '200' };
       for (const runner of [{ JEST_WORKER_ID: '3' }, { NODE_TEST_CONTEXT: 'child-v8' }, { VITEST: 'true', VITEST_WORKER_ID: '1' }]) {
         const worker = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env: { ...env, ...runner } });
         expect(worker.code).toBe(0);
         expect(worker.stdout).toContain('app listening');
         expect(worker.stdout + worker.stderr, JSON.stringify(runner)).not.toMatch(/probe/i);
-        // Nor a watchdog thread, which answers probes while the loop is blocked.
-        expect(worker.stdout, JSON.stringify(runner)).toContain('worker threads: 0');
       }
-      // Unless one is asked for, or a probe port is chosen.
-      for (const chosen of [{ LIFELINE_WATCHDOG: 'on' }, { LIFELINE_PROBE_PORT: '0' }]) {
-        const worker = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
-          env: { ...env, JEST_WORKER_ID: '3', ...chosen },
-        });
-        expect(worker.stdout, JSON.stringify(chosen)).toContain('worker threads: 1');
-      }
-      const service = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
-        env: { ...env, LIFELINE_PROBE_PORT: '0' },
-      });
-      expect(service.stdout).toContain('worker threads: 1');
       const stray = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], {
         env: { ...env, TAP: 'yes-please' },
       });
@@ -224,6 +206,29 @@ describe('register mode in a service as it is', () => {
       holder?.close();
     }
   });
+
+  it("a test runner's processes that serve no probes run no watchdog thread, unless the environment asks for one", async () => {
+    const env = {
+      ...outsideTestRunner(),
+      LIFELINE_PROBE_PORT: '',
+      OTEL_TRACES_EXPORTER: 'none',
+      APP_LIFETIME_MS: '200',
+      APP_COUNT_THREADS: '1',
+    };
+    const threads = async (extra: Record<string, string>): Promise<string> => {
+      const run = await runNode(['--import', 'otel-lifeline/register', 'test/fixtures/plain-app.mjs'], { env: { ...env, ...extra } });
+      expect(run.code, `${JSON.stringify(extra)}: ${run.stderr}`).toBe(0);
+      return /worker threads: \d+/.exec(run.stdout)?.[0] ?? run.stdout;
+    };
+    for (const runner of [{ JEST_WORKER_ID: '3' }, { NODE_TEST_CONTEXT: 'child-v8' }, { VITEST: 'true', VITEST_WORKER_ID: '1' }]) {
+      expect(await threads(runner), JSON.stringify(runner)).toBe('worker threads: 0');
+    }
+    const port = String(await freePort());
+    for (const asked of [{ LIFELINE_WATCHDOG: 'on' }, { LIFELINE_WATCHDOG_THRESHOLD_MS: '2000' }, { LIFELINE_PROBE_PORT: port }]) {
+      expect(await threads({ JEST_WORKER_ID: '3', ...asked }), JSON.stringify(asked)).toBe('worker threads: 1');
+    }
+    expect(await threads({ LIFELINE_PROBE_PORT: port }), 'outside a test runner').toBe('worker threads: 1');
+  }, 60_000);
 
   it("in Kubernetes a probe port held by the cluster's primary is no failure: its workers report to it and run without one", async () => {
     // The port is chosen by the deployment: a plain holder would stop start-up.
