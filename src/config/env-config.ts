@@ -45,6 +45,11 @@ export interface EnvConfig {
   evidence: boolean;
 }
 
+/** Whether this process runs in a Kubernetes pod: the kubelet sets `KUBERNETES_SERVICE_HOST` in every container. */
+export function inKubernetes(env: NodeJS.ProcessEnv = process.env): boolean {
+  return (env.KUBERNETES_SERVICE_HOST ?? '') !== '';
+}
+
 /** Register mode's bound on calls nothing else bounds: connect, send, and wait for the response headers. */
 export const DEFAULT_HEADERS_TIMEOUT_MS = 60_000;
 

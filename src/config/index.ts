@@ -2,6 +2,7 @@ export {
   DEFAULT_HEADERS_TIMEOUT_MS,
   envInteger,
   healthIntervalFromEnv,
+  inKubernetes,
   readEnvConfig,
   type EnvConfig,
   type EnvInteger,

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
+import { inKubernetes } from '../config/index.js';
 import { invalidOption, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import type { DiagnosticSnapshot, InFlightNode } from '../diagnostics/index.js';
 import type { HealthStatus, ProbeKind } from '../health/index.js';
@@ -892,7 +893,7 @@ function withMembers(health: HealthView, members: ServiceMembers): HealthView {
 }
 
 function defaultHost(): string {
-  return process.env.KUBERNETES_SERVICE_HOST ? '0.0.0.0' : '127.0.0.1';
+  return inKubernetes() ? '0.0.0.0' : '127.0.0.1';
 }
 
 function urlHost(host: string): string {

@@ -10,7 +10,7 @@
 // `NODE_OPTIONS` (npm, npx, yarn, pnpm) skip lifeline without loading it.
 import { basename, join } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
-import { unsupportedNode } from '../config/index.js';
+import { inKubernetes, unsupportedNode } from '../config/index.js';
 import { errorText } from '../errors/index.js';
 
 // Processes that only start the service — package managers (`npm start`), watchers and process
@@ -53,8 +53,7 @@ async function start(): Promise<void> {
   const logger = logLevel === undefined ? undefined : (await import('pino')).pino({ name: 'lifeline', level: logLevel });
   // Nobody probes a test runner's processes: without a port chosen they serve none (and say nothing
   // of it). In Kubernetes a probe server is always wanted, whatever the environment says.
-  const unprobedTestProcess =
-    config.probe !== false && config.probe.port === undefined && process.env.KUBERNETES_SERVICE_HOST === undefined && inTestRunner();
+  const unprobedTestProcess = config.probe !== false && config.probe.port === undefined && !inKubernetes() && inTestRunner();
   try {
     await startLifeline({
       probe:
@@ -123,7 +122,7 @@ async function start(): Promise<void> {
  */
 function whenPortBusy(chosen: number | undefined): 'warn' | 'fail' {
   if (chosen !== undefined) return 'fail';
-  return process.env.KUBERNETES_SERVICE_HOST !== undefined && !inTestRunner() ? 'fail' : 'warn';
+  return inKubernetes() && !inTestRunner() ? 'fail' : 'warn';
 }
 
 /**
