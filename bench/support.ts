@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { PerformanceObserver } from 'node:perf_hooks';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { isDeadlineExceeded, withDeadline } from 'otel-lifeline';
 /** Helpers shared by the benchmarks: repeated timing, medians, and a markdown-ish report. */
 
@@ -159,23 +159,34 @@ export async function abortLateness(
 }
 
 /**
- * The garbage collector's pauses while `run` runs (ms, longest first): a deadline due during a pause
- * fires after it, so a lateness percentile is read beside them.
+ * What stopped the event loop while `run` ran: the garbage collector's pauses (ms, longest first)
+ * and the loop's delays (a 1 ms histogram). A deadline due while the loop stands fires late, so a
+ * lateness percentile is read beside them: a late call with no pause is the thread not running.
  */
-export async function gcPausesDuring<T>(run: () => Promise<T>): Promise<{ result: T; pauses: number[] }> {
-  const pauses: number[] = [];
+export async function stallsDuring<T>(
+  run: () => Promise<T>,
+): Promise<{ result: T; gcPauses: number[]; loopDelayP99Ms: number; loopDelayMaxMs: number }> {
+  const gcPauses: number[] = [];
   const observer = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) pauses.push(entry.duration);
+    for (const entry of list.getEntries()) gcPauses.push(entry.duration);
   });
   observer.observe({ entryTypes: ['gc'] });
+  const delay = monitorEventLoopDelay({ resolution: 1 });
+  delay.enable();
   try {
     const result = await run();
     // A pause reaches the observer two immediates later (queued natively, then dispatched).
     for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve));
-    for (const entry of observer.takeRecords()) pauses.push(entry.duration);
-    return { result, pauses: pauses.sort((a, b) => b - a) };
+    for (const entry of observer.takeRecords()) gcPauses.push(entry.duration);
+    return {
+      result,
+      gcPauses: gcPauses.sort((a, b) => b - a),
+      loopDelayP99Ms: delay.percentile(99) / 1e6,
+      loopDelayMaxMs: delay.max / 1e6,
+    };
   } finally {
     observer.disconnect();
+    delay.disable();
   }
 }
 
