@@ -11,14 +11,8 @@ import { propagation, trace } from '@opentelemetry/api';
 import { W3CTraceContextPropagator, CompositePropagator } from '@opentelemetry/core';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import {
-  DeadlinePropagator,
-  DeadlineSpanProcessor,
-  InFlightSpanProcessor,
-  installDeadlineDispatcher,
-  RedactionSpanProcessor,
-  withTimeout,
-} from 'otel-lifeline';
+import { DeadlinePropagator, DeadlineSpanProcessor, InFlightSpanProcessor, installDeadlineDispatcher, withTimeout } from 'otel-lifeline';
+import { RedactionSpanProcessor } from 'otel-lifeline/sdk';
 import { Agent, fetch as undiciFetch, request, setGlobalDispatcher } from 'undici';
 import {
   abortLateness,

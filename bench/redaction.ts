@@ -6,7 +6,8 @@
  * Run: npm run bench:redaction
  */
 import { TracerProvider } from '@opentelemetry/sdk-trace';
-import { InFlightSpanProcessor, RedactionSpanProcessor } from 'otel-lifeline';
+import { InFlightSpanProcessor } from 'otel-lifeline';
+import { RedactionSpanProcessor } from 'otel-lifeline/sdk';
 import { adversarialQuery, fixed, repeatedTo, summarize, table, WORST_ADVERSARIAL_TEXT } from './support.ts';
 
 const ROUNDS = 7;

@@ -16,7 +16,8 @@ import {
   type Sampler,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace';
-import { DeadlineSpanProcessor, InFlightSpanProcessor, RedactionSpanProcessor } from 'otel-lifeline';
+import { DeadlineSpanProcessor, InFlightSpanProcessor } from 'otel-lifeline';
+import { RedactionSpanProcessor } from 'otel-lifeline/sdk';
 import { EvidenceSampler, EvidenceSpanProcessor } from 'otel-lifeline/sdk';
 import { DiscardExporter, fixed, settledHeap, spread, summarize, table, target } from './support.ts';
 

@@ -20,7 +20,7 @@ import { rolldown } from 'rolldown';
 const DIST = fileURLToPath(new URL('../dist/', import.meta.url));
 const OUT = fileURLToPath(new URL('../dist.bundle/', import.meta.url));
 /** Loaded by path or by `import`: package.json's exports and bin, and the watchdog thread's script. */
-const ENTRIES = ['index', 'sdk/index', 'register/register', 'cli/main', 'watchdog/watchdog-worker'];
+const ENTRIES = ['index', 'sdk/index', 'semconv/names', 'register/register', 'cli/main', 'watchdog/watchdog-worker'];
 const EXTERNAL = /^(import-in-the-middle|require-in-the-middle|@grpc\/grpc-js|pino)(\/|$)/;
 /**
  * Not minified: stack dumps and debuggers show the code as written. TSDoc is in the declarations;

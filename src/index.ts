@@ -9,7 +9,24 @@ import { healthIntervalFromEnv } from './config/index.js';
 import { processCatalog, type Health } from './health/index.js';
 import { serveGrpcHealth, type GrpcServerLike } from './probe/index.js';
 
-export { LifelineError, type LifelineErrorCode } from './errors/index.js';
+// The root entry, by concept. Telemetry names are in `otel-lifeline/semconv`; SDK wiring (and the
+// span processors an SDK of your own needs besides these two) in `otel-lifeline/sdk`.
+
+// The catalog: components, ticks, verdicts. Tick and ComponentHandle are handed out by a catalog,
+// never constructed: types only, so `new Tick()` does not compile.
+export {
+  Health,
+  type ComponentHandle,
+  type Tick,
+  type ComponentProbe,
+  type EventLoopStatus,
+  type HealthOptions,
+  type HealthStatus,
+  type ProbeKind,
+  type RegisterOptions,
+} from './health/index.js';
+
+// Deadlines in the OpenTelemetry context.
 export {
   DeadlineExceededError,
   contextWithoutDeadline,
@@ -22,19 +39,25 @@ export {
   type DeadlineSource,
   type Started,
 } from './deadline/index.js';
-// Tick and ComponentHandle are handed out by a catalog, never constructed: types only, so
-// `new Tick()` does not compile (their constructors take lifeline's internals).
+
+// Deadlines on remote calls, one install per client family, all under one policy's rules.
 export {
-  Health,
-  type ComponentHandle,
-  type Tick,
-  type ComponentProbe,
-  type EventLoopStatus,
-  type HealthOptions,
-  type HealthStatus,
-  type ProbeKind,
-  type RegisterOptions,
-} from './health/index.js';
+  deadlineInterceptor,
+  installDeadlineDispatcher,
+  type DeadlineDispatcherOptions,
+  type InstalledDeadlineDispatcher,
+} from './undici/index.js';
+export { installHttpDeadlines, type InstalledHttpDeadlines } from './http/index.js';
+export { installHttp2Deadlines, type InstalledHttp2Deadlines } from './http2/index.js';
+export { installDriverDeadlines, type InstalledDriverDeadlines } from './drivers/index.js';
+export { grpcDeadlineInterceptor, type GrpcCallOptions } from './grpc/index.js';
+export { type DeadlineHeaderHosts, type DeadlinePolicyOptions, type DeadlineRule, type RuleValue } from './policy/index.js';
+
+// Deadlines across services: the header out, and whose header in is obeyed.
+export { DEADLINE_HEADER, DeadlinePropagator } from './propagation/index.js';
+export { installInboundTrust, type InboundDeadlineOptions, type InstalledInboundTrust, type TrustInbound } from './inbound/index.js';
+
+// Probes, and the watchdog thread that answers them while the event loop is blocked.
 export { startProbeServer, type HealthView, type ProbeServer, type ProbeServerOptions } from './probe/index.js';
 export { GRPC_HEALTH_SERVICES, type GrpcServerLike } from './probe/index.js';
 export {
@@ -45,13 +68,12 @@ export {
   type Watchdog,
   type WatchdogOptions,
 } from './watchdog/index.js';
-export { DEADLINE_HEADER, DeadlinePropagator, type DeadlinePropagatorOptions } from './propagation/index.js';
-export { installInboundTrust, type InboundDeadlineOptions, type InstalledInboundTrust, type TrustInbound } from './inbound/index.js';
+
+// A verdict's evidence: deadlines on spans, what is in flight, the snapshot.
 export { DeadlineSpanProcessor } from './processors/index.js';
 export {
   Diagnostics,
   InFlightSpanProcessor,
-  SnapshotIdGenerator,
   type CaptureStacks,
   type DiagnosedComponent,
   type DiagnosticSnapshot,
@@ -62,68 +84,15 @@ export {
   type InFlightNode,
   type InFlightSpanProcessorOptions,
 } from './diagnostics/index.js';
-export { DEFAULT_SECRET_WORDS, REDACTED, RedactionSpanProcessor, type RedactionOptions } from './redaction/index.js';
-export { type DeadlineHeaderHosts, type DeadlinePolicyOptions, type DeadlineRule, type RuleValue } from './policy/index.js';
-export { installHttpDeadlines, type InstalledHttpDeadlines } from './http/index.js';
-export { installHttp2Deadlines, type InstalledHttp2Deadlines } from './http2/index.js';
-export { installDriverDeadlines, type InstalledDriverDeadlines } from './drivers/index.js';
-export { grpcDeadlineInterceptor, type GrpcCallOptions } from './grpc/index.js';
-export {
-  deadlineInterceptor,
-  installDeadlineDispatcher,
-  type DeadlineDispatcherOptions,
-  type InstalledDeadlineDispatcher,
-} from './undici/index.js';
+// What the in-flight processor and the watchdog take to redact; the processor that redacts exports is in `otel-lifeline/sdk`.
+export type { RedactionOptions } from './redaction/index.js';
+
+// Health as metrics.
+export { installHealthMetrics, type HealthMetricsOptions, type InstalledHealthMetrics } from './metrics/index.js';
+
+// Errors and logs.
+export { LifelineError, type LifelineErrorCode } from './errors/index.js';
 export type { Logger } from './log/index.js';
-export {
-  DeadlineMetricsSpanProcessor,
-  installHealthMetrics,
-  type DeadlineMetricsOptions,
-  type HealthMetricsOptions,
-  type InstalledHealthMetrics,
-} from './metrics/index.js';
-// The telemetry vocabulary: the names of lifeline's spans, events and attributes, to search by.
-export {
-  SCOPE_NAME,
-  ATTR_HEALTH_COMPONENT,
-  ATTR_HEALTH_PROBE,
-  ATTR_HEALTH_TICK,
-  ATTR_DEADLINE_AT,
-  ATTR_DEADLINE_BUDGET_MS,
-  ATTR_DEADLINE_SOURCE,
-  ATTR_DEADLINE_EXCEEDED,
-  ATTR_DEADLINE_MISSING,
-  ATTR_DEADLINE_OVERDUE_MS,
-  ATTR_HEALTH_UNHEALTHY,
-  EVENT_DIAGNOSTIC,
-  ATTR_DIAGNOSTIC_OVERVIEW,
-  ATTR_DIAGNOSTIC_SPAN_TREE,
-  ATTR_DIAGNOSTIC_STACKS,
-  ATTR_DIAGNOSTIC_TRUNCATED,
-  ATTR_IN_FLIGHT,
-  ATTR_IN_FLIGHT_SPAN_ID,
-  ATTR_IN_FLIGHT_AGE_MS,
-  ATTR_IN_FLIGHT_OVERDUE_MS,
-  ATTR_IN_FLIGHT_KIND,
-  ATTR_IN_FLIGHT_OPERATION,
-  SPAN_EVENT_LOOP_BLOCKED,
-  ATTR_EVENT_LOOP_BLOCKED_MS,
-  ATTR_EVENT_LOOP_ONGOING,
-  ATTR_EVENT_LOOP_NATIVE,
-  ATTR_EVENT_LOOP_WAIT,
-  ATTR_EVENT_LOOP_BLOCKED_IN,
-  METRIC_HEALTH_STATUS,
-  METRIC_HEALTH_TICK_LAG,
-  METRIC_HEALTH_VERDICTS,
-  METRIC_HEALTH_COMPONENTS,
-  ATTR_HEALTH_STATE,
-  METRIC_DEADLINE_EXCEEDED,
-  METRIC_DEADLINE_MISSING,
-  METRIC_IN_FLIGHT_STUCK,
-  METRIC_EVENT_LOOP_DELAY_P99,
-  METRIC_EVENT_LOOP_DELAY_MAX,
-  OTHER_ADDRESSES,
-} from './semconv/index.js';
 
 /**
  * The process-wide catalog. It starts no timer until a component registers. Its interval is

@@ -16,12 +16,6 @@ import {
  */
 export const ENVOY_UPSTREAM_TIMEOUT_HEADER = 'x-envoy-upstream-rq-timeout-ms';
 
-/**
- * Options of {@link DeadlinePropagator}: which callers' budgets a server obeys (`trustInbound`,
- * `'private'` by default) and the bounds put on them (`minInboundMs`, `maxInboundMs`).
- */
-export type DeadlinePropagatorOptions = InboundDeadlineOptions;
-
 /** The header's value for a deadline whose monotonic reading is `monotonicAt`: the whole milliseconds left, never negative. */
 export function deadlineHeaderValue(monotonicAt: number): string {
   return String(Math.max(0, Math.floor(monotonicAt - monotonicNow())));
@@ -75,7 +69,7 @@ export class DeadlinePropagator implements TextMapPropagator {
   #warned = false;
 
   /** @throws LifelineError `ERR_INVALID_OPTION` naming the option for a bad `trustInbound`, `minInboundMs` or `maxInboundMs`. */
-  constructor(options: DeadlinePropagatorOptions = {}) {
+  constructor(options: InboundDeadlineOptions = {}) {
     this.#inbound = new InboundDeadlines(options);
   }
 

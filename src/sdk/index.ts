@@ -10,3 +10,7 @@ export { forceFlush, lifelineParts, type LifelineParts, type LifelinePartsOption
 export { GrpcDeadlineInstrumentation, type GrpcDeadlineInstrumentationConfig } from './grpc-deadline-instrumentation.js';
 export type { RetryOptions } from '../export/index.js';
 export { EvidenceSampler, EvidenceSpanProcessor, type EvidenceSpanProcessorOptions } from '../sampling/index.js';
+// The span processors an SDK of your own may want singly; lifelineParts() composes them all, in order.
+export { DEFAULT_SECRET_WORDS, REDACTED, RedactionSpanProcessor } from '../redaction/index.js';
+export { SnapshotIdGenerator } from '../diagnostics/index.js';
+export { DeadlineMetricsSpanProcessor, type DeadlineMetricsOptions } from '../metrics/index.js';

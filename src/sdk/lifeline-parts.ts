@@ -46,7 +46,7 @@ import {
   installHttpDeadlines,
   startProbeServer,
   type DeadlineDispatcherOptions,
-  type DeadlinePropagatorOptions,
+  type InboundDeadlineOptions,
   type DiagnosticSnapshot,
   type DiagnosticsOptions,
   type Health,
@@ -89,7 +89,7 @@ export interface LifelinePartsOptions {
    */
   deadlines?: false | DeadlineDispatcherOptions;
   /** Options of the inbound/outbound deadline header. */
-  propagation?: DeadlinePropagatorOptions;
+  propagation?: InboundDeadlineOptions;
   /** How unhealthy verdicts explain themselves: in-flight tracking, stacks, rate limit, caps, redaction. */
   diagnostics?: Omit<DiagnosticsOptions, 'inFlight' | 'tracerProvider' | 'logger'> & InFlightSpanProcessorOptions;
   /**

@@ -1,3 +1,3 @@
-export * from './attributes.js';
+export * from './names.js';
 export { isoTime } from './iso-time.js';
 export { scopeTracer } from './scope-tracer.js';

@@ -1,5 +1,5 @@
 import { trace, type Tracer, type TracerProvider } from '@opentelemetry/api';
-import { SCOPE_NAME } from './attributes.js';
+import { SCOPE_NAME } from './names.js';
 
 /**
  * lifeline's tracer: `provider`'s, or else the global provider's as it is when a span starts.

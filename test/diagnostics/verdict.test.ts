@@ -7,7 +7,6 @@ import {
   Diagnostics,
   Health,
   InFlightSpanProcessor,
-  RedactionSpanProcessor,
   installDeadlineDispatcher,
   startProbeServer,
   type InstalledDeadlineDispatcher,
@@ -18,6 +17,7 @@ import {
   type Logger,
 } from '../../src/index.js';
 import { SnapshotIdGenerator } from '../../src/diagnostics/index.js';
+import { RedactionSpanProcessor } from '../../src/sdk/index.js';
 import { instrumentedUndici } from '../support/instrumented.js';
 import { neverAnswers, serve, type TestServer } from '../support/servers.js';
 

@@ -42,9 +42,11 @@ function reportedNames(report: string): string[] {
 /**
  * The names the README's API table lists per entry: the backticked identifiers in the rows of each
  * entry (a row whose first cell is empty continues the entry above). Backticked text that is not a
- * bare identifier (`lifeline.*`, `node --import …`) is prose.
+ * bare identifier (`lifeline.*`, `node --import …`) is prose. A row may instead link a page of
+ * docs/ (`[the telemetry names](docs/telemetry.md)`): that entry's names are then the backticked
+ * identifiers in the first cell of that page's table rows (`pages` reads a page by its path).
  */
-function readmeNames(readme: string): Map<string, string[]> {
+function readmeNames(readme: string, pages: (path: string) => string = read): Map<string, string[]> {
   const section = /^## API\n([\s\S]*?)(?=^## )/m.exec(readme)?.[1];
   if (section === undefined) throw new Error('README.md has no "## API" section');
   const listed = new Map<string, Set<string>>();
@@ -63,11 +65,25 @@ function readmeNames(readme: string): Map<string, string[]> {
     if (entry === undefined) continue;
     const names = listed.get(entry) ?? new Set<string>();
     listed.set(entry, names);
-    for (const [, code = ''] of rest.join('|').matchAll(/`([^`]+)`/g)) {
+    const cells = rest.join('|');
+    for (const [, page = ''] of cells.matchAll(/\]\((docs\/[\w./-]+\.md)\)/g)) for (const name of pageNames(pages(page))) names.add(name);
+    for (const [, code = ''] of cells.matchAll(/`([^`]+)`/g)) {
       if (/^[A-Za-z_$][\w$]*$/.test(code)) names.add(code);
     }
   }
   return new Map([...listed].map(([name, names]) => [name, [...names].sort()]));
+}
+
+/** The backticked identifiers in the first cell of a page's table rows. */
+function pageNames(page: string): string[] {
+  const names: string[] = [];
+  for (const line of page.split('\n')) {
+    if (!line.startsWith('|')) continue;
+    const first = line.split(/(?<!\\)\|/)[1]?.trim() ?? '';
+    const name = /^`([A-Za-z_$][\w$]*)`$/.exec(first)?.[1];
+    if (name !== undefined) names.push(name);
+  }
+  return names;
 }
 
 function difference(exported: readonly string[], listed: readonly string[]): { missing: string[]; extra: string[] } {
@@ -114,5 +130,20 @@ describe("README's API table", () => {
       'b',
     ]);
     expect(() => reportedNames('export { A }')).toThrow(/unrecognized/);
+  });
+
+  it("reads an entry's names from the docs page its row links", () => {
+    const readme = [
+      '## API',
+      '',
+      '| entry | exports |',
+      '|---|---|',
+      '| `pkg/names` | [the names](docs/names.md), `extra` |',
+      '',
+      '## Next',
+    ].join('\n');
+    const page = ['| constant | value |', '|---|---|', '| `ALPHA` | `a.b` |', '| `BETA` | `notListed` |', '| prose | `GAMMA` |'].join('\n');
+    const names = readmeNames(readme, (path) => (path === 'docs/names.md' ? page : ''));
+    expect(names.get('pkg/names')).toEqual(['ALPHA', 'BETA', 'extra']);
   });
 });

@@ -4,7 +4,6 @@ import { MeterProvider, MetricReader, type DataPoint } from '@opentelemetry/sdk-
 import { ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider } from '@opentelemetry/sdk-trace';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
-  DeadlineMetricsSpanProcessor,
   DeadlineSpanProcessor,
   Health,
   installDeadlineDispatcher,
@@ -13,6 +12,7 @@ import {
   type InstalledDeadlineDispatcher,
 } from '../../src/index.js';
 import { EvidenceSampler } from '../../src/sampling/index.js';
+import { DeadlineMetricsSpanProcessor } from '../../src/sdk/index.js';
 import { instrumentedUndici } from '../support/instrumented.js';
 import { answersOk, neverAnswers, serve, type TestServer } from '../support/servers.js';
 

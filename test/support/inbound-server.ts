@@ -14,7 +14,7 @@ import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@open
 import type * as Http from 'node:http';
 import { createRequire } from 'node:module';
 import { once } from 'node:events';
-import { DeadlinePropagator, type DeadlinePropagatorOptions } from 'otel-lifeline';
+import { DeadlinePropagator, type InboundDeadlineOptions } from 'otel-lifeline';
 
 /**
  * A service's server side as the SDK sets it up: OpenTelemetry's http instrumentation (which calls
@@ -48,7 +48,7 @@ export function instrumentedHttpServers() {
       // Required after enabling, as a service under register mode would: the server's emit is patched.
       return createRequire(import.meta.url)('node:http') as typeof Http;
     },
-    useDeadlineOptions(options: DeadlinePropagatorOptions): void {
+    useDeadlineOptions(options: InboundDeadlineOptions): void {
       deadlines = new DeadlinePropagator(options);
     },
     stop(): void {
