@@ -25,6 +25,22 @@ export function withoutStacks(node: InFlightNode): Record<string, unknown> {
   };
 }
 
+/**
+ * The `span_tree` attribute: per component its tick and its in-flight trees as JSON, as
+ * {@link withoutStacks} has them.
+ */
+export function spanTree(snapshot: DiagnosticSnapshot): string {
+  return JSON.stringify(
+    snapshot.components.map(({ name, tick, inFlight, omitted }) => ({
+      component: name,
+      tick:
+        tick === undefined ? undefined : { traceId: tick.traceId, spanId: tick.spanId, seq: tick.seq, deadline: isoTime(tick.deadline) },
+      omitted,
+      inFlight: inFlight.map(withoutStacks),
+    })),
+  );
+}
+
 export function count(nodes: readonly InFlightNode[]): number {
   return nodes.reduce((n, node) => n + 1 + count(node.children), 0);
 }
