@@ -1,5 +1,6 @@
 import { LifelineError } from '../errors/index.js';
 import { isAddressOrRange, type TrustInbound } from '../inbound/index.js';
+import { hostEntry } from '../net/index.js';
 
 /** lifeline's own settings read from the environment; `OTEL_*` is the NodeSDK's. */
 export interface EnvConfig {
@@ -128,8 +129,8 @@ function headerHostsFromEnv(env: NodeJS.ProcessEnv, name: string): EnvConfig['de
   const value = raw(env, name);
   if (value === undefined || value === 'internal' || value === 'all' || value === 'none') return value;
   const entries = value.split(',').map((entry) => entry.trim().toLowerCase());
-  // Host names and .suffixes, or IP literals (IPv6 with colons, in brackets or not).
-  const bad = entries.find((entry) => !/^\.?[a-z0-9_-]+(\.[a-z0-9_-]+)*$/.test(entry) && !/^\[?[0-9a-f]*:[0-9a-f:.]*\]?$/.test(entry));
+  // The grammar deadlineHeaderHosts checks again: an entry passing here never fails the start there.
+  const bad = entries.find((entry) => hostEntry(entry) === undefined);
   if (bad !== undefined)
     throw invalidEnv(name, value, `internal, all, none, or comma-separated host names and .suffixes (${JSON.stringify(bad)} is neither)`);
   return entries;

@@ -1,7 +1,6 @@
-import { isIP } from 'node:net';
 import { invalidOption } from '../errors/index.js';
 import { Memo } from '../memo/index.js';
-import { PeerTrust } from '../inbound/index.js';
+import { comparableHost, hostEntry, ipAddress, isPrivateAddress } from '../net/index.js';
 import { stateless } from './stateless-regexp.js';
 
 /**
@@ -16,10 +15,6 @@ export type DeadlineHeaderHosts = 'internal' | 'all' | 'none' | readonly (string
 // '.cluster.local' ends in '.local'.
 const INTERNAL_SUFFIXES: readonly string[] = ['.local', '.internal', '.svc', '.localhost'];
 const EXPECTED = "'internal', 'all', 'none' or a list of host names, '.suffix'es, RegExps and 'internal'";
-const HOST_ENTRY = /^\.?[a-z0-9_-]+(?:\.[a-z0-9_-]+)*$|^[0-9a-f:.]+$/;
-
-/** One address rule for both directions: the addresses whose deadlines a server trusts are the internal ones. */
-const privateAddresses = new PeerTrust('private');
 
 /** The validated `deadlineHeaderHosts` of a policy. */
 export class HeaderHosts {
@@ -44,9 +39,9 @@ export class HeaderHosts {
           patterns.push(stateless(entry));
           return;
         }
-        const host = typeof entry === 'string' ? normalized(entry) : '';
+        const host = typeof entry === 'string' ? hostEntry(entry) : undefined;
         if (host === 'internal') internal = true;
-        else if (!HOST_ENTRY.test(host))
+        else if (host === undefined)
           throw invalidOption(`deadlineHeaderHosts[${String(i)}]`, entry, "a host name, a '.suffix', a RegExp or 'internal'");
         else if (host.startsWith('.')) suffixes.push(host);
         else names.add(host);
@@ -67,7 +62,7 @@ export class HeaderHosts {
   }
 
   readonly #decide = (host: string): boolean => {
-    const name = normalized(host);
+    const name = comparableHost(host);
     if (name === '') return false;
     if (this.#internal && isInternal(name)) return true;
     if (this.#names.has(name)) return true;
@@ -77,15 +72,9 @@ export class HeaderHosts {
   };
 }
 
-/** Lower case, without IPv6 brackets or the trailing dot of a fully qualified name. */
-function normalized(host: string): string {
-  let name = host.toLowerCase();
-  if (name.startsWith('[') && name.endsWith(']')) name = name.slice(1, -1);
-  return name.endsWith('.') ? name.slice(0, -1) : name;
-}
-
 function isInternal(name: string): boolean {
-  if (isIP(name.replace(/%.*$/, '')) !== 0) return privateAddresses.trusts(name);
+  // One address rule for both directions: the addresses whose deadlines a server trusts are the internal ones.
+  if (ipAddress(name) !== undefined) return isPrivateAddress(name);
   if (!name.includes('.')) return true; // single label: a Kubernetes service, a Compose service, localhost
   for (const suffix of INTERNAL_SUFFIXES) if (name.endsWith(suffix)) return true;
   return false;

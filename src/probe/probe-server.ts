@@ -7,6 +7,7 @@ import { invalidOption, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import type { DiagnosticSnapshot, InFlightNode } from '../diagnostics/index.js';
 import type { HealthStatus, ProbeKind } from '../health/index.js';
 import { loggerOrDefault, logSwallowed, type Logger } from '../log/index.js';
+import { isLoopback, splitHostPort, unmapped } from '../net/index.js';
 import { dialHost, MEMBER_ROUTE } from './instance.js';
 import { ServiceMembers } from './members.js';
 
@@ -352,10 +353,13 @@ function countNodes(nodes: readonly InFlightNode[]): number {
   return nodes.reduce((n, node) => n + 1 + countNodes(node.children), 0);
 }
 
+/** The names a client on this machine uses: not any loopback address, only the ones people type. */
+const LOOPBACK_NAMES: ReadonlySet<string> = new Set(['localhost', '127.0.0.1', '::1']);
+
 /** `localhost`, `127.0.0.1` or `[::1]`, with or without a port: the names a client on this machine uses. */
 export function isLoopbackHost(host: string | undefined): boolean {
-  if (host === undefined) return false;
-  return /^(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?$/i.test(host);
+  const name = host === undefined ? undefined : splitHostPort(host)?.host;
+  return name !== undefined && LOOPBACK_NAMES.has(name.toLowerCase());
 }
 
 /** Only GET and HEAD are served; anything else gets 405 here. Returns whether to go on. */
@@ -364,16 +368,6 @@ function readOnly(req: IncomingMessage, res: ServerResponse): boolean {
   res.setHeader('allow', 'GET, HEAD');
   send(req, res, 405, { error: 'method not allowed' });
   return false;
-}
-
-/**
- * True for 127.0.0.0/8, ::1 and their IPv4-mapped forms. Note that in a Kubernetes pod every
- * container, and a service-mesh sidecar forwarding outside traffic, is "loopback" too.
- */
-export function isLoopback(address: string | undefined): boolean {
-  if (address === undefined) return false;
-  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
-  return v4.startsWith('127.') || address === '::1';
 }
 
 function send(req: IncomingMessage, res: ServerResponse, code: number, body: object | Buffer): void {
@@ -628,9 +622,8 @@ function oldestSilent(candidates: Map<Socket, number>, now: number, spoke: (sock
  */
 function addressKey(address: string | undefined): string {
   if (address === undefined) return '';
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped?.[1] !== undefined) return mapped[1];
-  if (!address.includes(':')) return address;
+  const v4 = unmapped(address);
+  if (!v4.includes(':')) return v4;
   const bare = address.split('%')[0] ?? '';
   const halves = bare.split('::');
   const groups = (half: string | undefined) =>
