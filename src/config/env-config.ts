@@ -51,6 +51,9 @@ export function inKubernetes(env: NodeJS.ProcessEnv = process.env): boolean {
   return (env.KUBERNETES_SERVICE_HOST ?? '') !== '';
 }
 
+/** The probe server's port when none is chosen (`LIFELINE_PROBE_PORT`, `probe.port`, `startProbeServer`'s `port`). */
+export const DEFAULT_PROBE_PORT = 5555;
+
 /** Register mode's bound on calls nothing else bounds: connect, send, and wait for the response headers. */
 export const DEFAULT_HEADERS_TIMEOUT_MS = 60_000;
 

@@ -1,5 +1,6 @@
 export {
   DEFAULT_HEADERS_TIMEOUT_MS,
+  DEFAULT_PROBE_PORT,
   envInteger,
   healthIntervalFromEnv,
   inKubernetes,

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
-import { inKubernetes } from '../config/index.js';
+import { DEFAULT_PROBE_PORT, inKubernetes } from '../config/index.js';
 import { invalidOption, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import type { DiagnosticSnapshot, InFlightNode } from '../diagnostics/index.js';
 import type { HealthStatus, ProbeKind } from '../health/index.js';
@@ -121,7 +121,7 @@ const MAX_HEADER_BYTES = 8192;
 export async function startProbeServer(options: ProbeServerOptions): Promise<ProbeServer> {
   const {
     health,
-    port = 5555,
+    port = DEFAULT_PROBE_PORT,
     host = defaultHost(),
     logger = loggerOrDefault(undefined),
     requestTimeoutMs = 5_000,
