@@ -107,7 +107,8 @@ export const EVENT_DIAGNOSTIC = 'lifeline.diagnostic';
  * Event attribute, string (multi-line text, at most the diagnostics' `maxBytes`, 16 KiB by default):
  * a few lines a person reads first: per component, its stuck calls, where to, how late, from where.
  * On the {@link EVENT_DIAGNOSTIC} event. Also a span attribute of the summary span of stuck work the
- * caps left out (`stuck work: <n> in flight (…)`): one `<count> × <route>` line per route.
+ * caps left out (`stuck work: <n> in flight (…)`, `in flight at SIGTERM: …`): one `<count> × <route>`
+ * line per route.
  * Named to sort first: Jaeger lists an event's attributes alphabetically.
  */
 export const ATTR_DIAGNOSTIC_OVERVIEW = 'lifeline.diagnostic.overview';
