@@ -10,7 +10,7 @@ import { propagation } from '@opentelemetry/api';
 import { CompositePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { DeadlinePropagator, DeadlineSpanProcessor, installHttpDeadlines, withTimeout, type InstalledHttpDeadlines } from 'otel-lifeline';
+import { DeadlinePropagator, DeadlineSpanProcessor, installHttpDeadlines, withTimeout, type Installed } from 'otel-lifeline';
 import { createRequire } from 'node:module';
 import { abortLateness, DiscardExporter, fixed, percentile, runConcurrently, startPeer, summarize, table } from './support.ts';
 
@@ -45,7 +45,7 @@ const viaAxios = async (url: string): Promise<void> => {
   await axios.get(url, { httpAgent: agent, responseType: 'text' });
 };
 
-let deadlines: InstalledHttpDeadlines | undefined;
+let deadlines: Installed | undefined;
 function useLifeline(on: boolean): void {
   deadlines?.uninstall();
   deadlines = on ? installHttpDeadlines() : undefined;

@@ -47,15 +47,17 @@ export {
   type DeadlineDispatcherOptions,
   type InstalledDeadlineDispatcher,
 } from './undici/index.js';
-export { installHttpDeadlines, type InstalledHttpDeadlines } from './http/index.js';
-export { installHttp2Deadlines, type InstalledHttp2Deadlines } from './http2/index.js';
-export { installDriverDeadlines, type InstalledDriverDeadlines } from './drivers/index.js';
+export { installHttpDeadlines } from './http/index.js';
+export { installHttp2Deadlines } from './http2/index.js';
+export { installDriverDeadlines } from './drivers/index.js';
+// What each install returns: the way back (`uninstall`, or `using`). The latest install is in force.
+export type { Installed } from './install/index.js';
 export { grpcDeadlineInterceptor, type GrpcCallOptions } from './grpc/index.js';
 export { type DeadlineHeaderHosts, type DeadlinePolicyOptions, type DeadlineRule, type RuleValue } from './policy/index.js';
 
 // Deadlines across services: the header out, and whose header in is obeyed.
 export { DEADLINE_HEADER, DeadlinePropagator } from './propagation/index.js';
-export { installInboundTrust, type InboundDeadlineOptions, type InstalledInboundTrust, type TrustInbound } from './inbound/index.js';
+export { installInboundTrust, type InboundDeadlineOptions, type TrustInbound } from './inbound/index.js';
 
 // Probes, and the watchdog thread that answers them while the event loop is blocked.
 export { startProbeServer, type HealthView, type ProbeServer, type ProbeServerOptions } from './probe/index.js';
@@ -88,7 +90,7 @@ export {
 export type { RedactionOptions } from './redaction/index.js';
 
 // Health as metrics.
-export { installHealthMetrics, type HealthMetricsOptions, type InstalledHealthMetrics } from './metrics/index.js';
+export { installHealthMetrics, type HealthMetricsOptions } from './metrics/index.js';
 
 // Errors and logs.
 export { LifelineError, type LifelineErrorCode } from './errors/index.js';

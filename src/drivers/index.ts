@@ -1,1 +1,1 @@
-export { installDriverDeadlines, type InstalledDriverDeadlines } from './install.js';
+export { installDriverDeadlines } from './install.js';

@@ -1,14 +1,9 @@
+import { installed, type Installed } from '../install/index.js';
 import { DeadlinePolicy, type DeadlinePolicyOptions } from '../policy/index.js';
 import { installMongoDeadlines } from './mongodb/index.js';
 import { installMysqlDeadlines } from './mysql/index.js';
 import { installPgDeadlines } from './pg/index.js';
 import { installRedisDeadlines } from './redis/index.js';
-
-/** The installed database deadlines, and the way back. */
-export interface InstalledDriverDeadlines {
-  /** Stops bounding new calls of every driver; calls already bounded keep their deadline. Idempotent. */
-  uninstall(): void;
-}
 
 /**
  * Bounds the database and cache drivers an app uses by the deadline in the OpenTelemetry context,
@@ -18,24 +13,23 @@ export interface InstalledDriverDeadlines {
  * on it: `KILL QUERY`), ioredis and node-redis (`redis`: a blocking
  * command's server-side wait shortened to the time left). Each driver is
  * patched in every copy loaded before or after this call; a driver the app does not use costs nothing.
- * `startLifeline` and register mode install it.
+ * `startLifeline` and register mode install it. Installing again puts the new options in force
+ * until that install is uninstalled ({@link Installed}).
  * @example
  * ```ts
  * installDriverDeadlines({ defaultTimeoutMs: 10_000 });
  * await withTimeout(2_000, () => pool.query('SELECT …')); // ends by 2 s, on the server too
  * ```
  */
-export function installDriverDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriverDeadlines {
+export function installDriverDeadlines(options: DeadlinePolicyOptions = {}): Installed {
   new DeadlinePolicy(options); // a bad policy throws before any driver is patched
-  const installed = [
+  const drivers = [
     installPgDeadlines(options),
     installMongoDeadlines(options),
     installRedisDeadlines(options),
     installMysqlDeadlines(options),
   ];
-  return {
-    uninstall() {
-      for (const driver of installed.splice(0).reverse()) driver.uninstall();
-    },
-  };
+  return installed(() => {
+    for (const driver of drivers.reverse()) driver.uninstall();
+  });
 }

@@ -3,6 +3,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createRequire } from 'node:module';
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import { DeadlineExceededError, markEndedByDeadline } from '../deadline/index.js';
+import { Installs, type Installed } from '../install/index.js';
 import {
   CallBounds,
   callDeadline,
@@ -19,12 +20,6 @@ import {
 const CREATED = 'http.client.request.created';
 /** …and here when the response head of one has been parsed (the body still to come). */
 const RESPONSE = 'http.client.response.finish';
-
-/** The installed node:http deadlines, and the way back. */
-export interface InstalledHttpDeadlines {
-  /** Stops bounding new requests; requests already bounded keep their deadline. Idempotent. */
-  uninstall(): void;
-}
 
 /** Deadlines a policy rule, the default or the headers bound gave, by request: the client span records them. */
 const fromPolicy = new WeakMap<ClientRequest, CallDeadline>();
@@ -45,15 +40,19 @@ const fromPolicy = new WeakMap<ClientRequest, CallDeadline>();
  *
  * It listens on Node's `http.client.request.created` diagnostics channel: no module is patched, so
  * it also covers clients loaded before it, from ESM or CommonJS, and the http instrumentation of
- * OpenTelemetry is not needed (with it, client spans get the deadline attributes).
+ * OpenTelemetry is not needed (with it, client spans get the deadline attributes). Installing
+ * again puts the new options in force until that install is uninstalled ({@link Installed}).
  * @example
  * ```ts
  * installHttpDeadlines({ defaultTimeoutMs: 30_000 });
  * await withTimeout(2_000, () => axios.get('https://api.example.com/items')); // ends by 2 s
  * ```
  */
-export function installHttpDeadlines(options: DeadlinePolicyOptions = {}): InstalledHttpDeadlines {
-  const policy = new DeadlinePolicy(options);
+export function installHttpDeadlines(options: DeadlinePolicyOptions = {}): Installed {
+  return installs.add(new DeadlinePolicy(options)); // a bad policy throws before anything changes
+}
+
+const installs = new Installs<DeadlinePolicy>((policy) => {
   const onCreated = (message: unknown): void => {
     const { request } = message as { request: ClientRequest };
     bound(request, policy);
@@ -63,16 +62,11 @@ export function installHttpDeadlines(options: DeadlinePolicyOptions = {}): Insta
   // node:http from dumping a response nobody reads).
   const headersBound = policy.headersTimeoutMs !== undefined;
   if (headersBound) subscribe(RESPONSE, onResponse);
-  let installed = true;
-  return {
-    uninstall() {
-      if (!installed) return;
-      installed = false;
-      unsubscribe(CREATED, onCreated);
-      if (headersBound) unsubscribe(RESPONSE, onResponse);
-    },
+  return () => {
+    unsubscribe(CREATED, onCreated);
+    if (headersBound) unsubscribe(RESPONSE, onResponse);
   };
-}
+});
 
 /** The deadline a policy rule or the default gave `request`, when the context did not carry it. */
 export function policyDeadlineOf(request: ClientRequest): CallDeadline | undefined {

@@ -1,4 +1,4 @@
-export { installHttpDeadlines, type InstalledHttpDeadlines } from './http-deadlines.js';
+export { installHttpDeadlines } from './http-deadlines.js';
 // For lifeline's SDK wiring (client spans record a deadline the policy gave); not re-exported by the package.
 export { policyDeadlineOf } from './http-deadlines.js';
 // For lifeline's SIGTERM handling: the app's servers stop accepting before the last flush.

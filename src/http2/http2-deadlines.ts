@@ -4,6 +4,7 @@ import type { ClientHttp2Session, ClientHttp2Stream, Http2Session, OutgoingHttpH
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { DeadlineExceededError, markEndedByDeadline } from '../deadline/index.js';
 import { whenFirstResolved, wrapMethod } from '../hooks/index.js';
+import { Installs, type Installed } from '../install/index.js';
 import {
   CallBounds,
   callDeadline,
@@ -23,12 +24,6 @@ import {
 const CREATED = 'http2.client.stream.created';
 /** …and here when the response head of one has arrived (the body still to come). */
 const FINISH = 'http2.client.stream.finish';
-
-/** The installed HTTP/2 deadlines, and the way back. */
-export interface InstalledHttp2Deadlines {
-  /** Stops bounding new streams and sending the header; streams already bounded keep their deadline. Idempotent. */
-  uninstall(): void;
-}
 
 /** A request's headers as `session.request()` takes them: an object, or a flat `[name, value, …]` array. */
 type RequestHeaders = OutgoingHttpHeaders | readonly string[];
@@ -50,7 +45,8 @@ type RequestHeaders = OutgoingHttpHeaders | readonly string[];
  * It listens on Node's `http2.client.stream.created` diagnostics channel. Node serializes a
  * stream's headers before it publishes the stream, so the header is added by wrapping
  * `ClientHttp2Session.prototype.request` (not done when `deadlineHeaderHosts` is `'none'`).
- * OpenTelemetry's http instrumentation makes no spans for HTTP/2.
+ * OpenTelemetry's http instrumentation makes no spans for HTTP/2. Installing again puts the new
+ * options in force until that install is uninstalled ({@link Installed}).
  * @example
  * ```ts
  * installHttp2Deadlines({ defaultTimeoutMs: 30_000 });
@@ -61,8 +57,11 @@ type RequestHeaders = OutgoingHttpHeaders | readonly string[];
  * });
  * ```
  */
-export function installHttp2Deadlines(options: DeadlinePolicyOptions = {}): InstalledHttp2Deadlines {
-  const policy = new DeadlinePolicy(options);
+export function installHttp2Deadlines(options: DeadlinePolicyOptions = {}): Installed {
+  return installs.add(new DeadlinePolicy(options)); // a bad policy throws before anything changes
+}
+
+const installs = new Installs<DeadlinePolicy>((policy) => {
   const header = policy.headerHosts.fixed === false ? undefined : sendDeadlineHeader(policy);
   const onCreated = (message: unknown): void => {
     const { stream, headers } = message as { stream: ClientHttp2Stream; headers?: OutgoingHttpHeaders };
@@ -85,17 +84,12 @@ export function installHttp2Deadlines(options: DeadlinePolicyOptions = {}): Inst
   // Only a headers bound needs to hear of response heads.
   const headersBound = policy.headersTimeoutMs !== undefined;
   if (headersBound) subscribe(FINISH, onResponse);
-  let installed = true;
-  return {
-    uninstall() {
-      if (!installed) return;
-      installed = false;
-      unsubscribe(CREATED, onCreated);
-      if (headersBound) unsubscribe(FINISH, onResponse);
-      header?.undo();
-    },
+  return () => {
+    unsubscribe(CREATED, onCreated);
+    if (headersBound) unsubscribe(FINISH, onResponse);
+    header?.undo();
   };
-}
+});
 
 function streamDeadline(
   policy: DeadlinePolicy,

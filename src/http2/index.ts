@@ -1,1 +1,1 @@
-export { installHttp2Deadlines, type InstalledHttp2Deadlines } from './http2-deadlines.js';
+export { installHttp2Deadlines } from './http2-deadlines.js';

@@ -1,6 +1,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
+import { Installs, type Installed } from '../install/index.js';
 import { BUDGET_HEADERS } from './budget-headers.js';
 import { LOCAL_SOCKET } from './peer-trust.js';
 
@@ -10,12 +11,6 @@ import { LOCAL_SOCKET } from './peer-trust.js';
  */
 const START = 'http.server.request.start';
 
-/** The installed peer recording, and the way back. */
-export interface InstalledInboundTrust {
-  /** Stops recording peers of new requests; then only `trustInbound: 'all'` obeys inbound deadlines. Idempotent. */
-  uninstall(): void;
-}
-
 /**
  * The caller's address of each request that carries a budget, by the request's `headers` object:
  * that object is the carrier the http instrumentation (`propagation.extract(ctx, request.headers)`)
@@ -23,7 +18,6 @@ export interface InstalledInboundTrust {
  * finished request leaves nothing.
  */
 const peers = new WeakMap<object, string>();
-let installs = 0;
 
 function onStart(message: unknown): void {
   // A subscriber's throw would become an uncaught exception: nothing here may throw.
@@ -50,7 +44,8 @@ function carriesBudget(headers: IncomingMessage['headers']): boolean {
  * `trustInbound` rule can apply: without it only `trustInbound: 'all'` obeys `x-request-timeout-ms`.
  * `startLifeline` and register mode install it; call it yourself with an SDK of your own.
  * It listens on Node's `http.server.request.start` diagnostics channel and patches nothing.
- * Installs nest: recording stops when every install has been uninstalled.
+ * Installs nest ({@link Installed}): recording stops when every install has been uninstalled, and
+ * then only `trustInbound: 'all'` obeys inbound deadlines.
  * @example
  * ```ts
  * const trust = installInboundTrust();
@@ -58,17 +53,14 @@ function carriesBudget(headers: IncomingMessage['headers']): boolean {
  * // on shutdown: trust.uninstall();
  * ```
  */
-export function installInboundTrust(): InstalledInboundTrust {
-  if (installs++ === 0) subscribe(START, onStart);
-  let installed = true;
-  return {
-    uninstall() {
-      if (!installed) return;
-      installed = false;
-      if (--installs === 0) unsubscribe(START, onStart);
-    },
-  };
+export function installInboundTrust(): Installed {
+  return installs.add(undefined);
 }
+
+const installs = new Installs<undefined>(() => {
+  subscribe(START, onStart);
+  return () => unsubscribe(START, onStart);
+});
 
 /** The recorded address of the request whose headers are `carrier` (`undefined`: not a request we saw). */
 export function inboundPeerOf(carrier: unknown): string | undefined {
@@ -77,5 +69,5 @@ export function inboundPeerOf(carrier: unknown): string | undefined {
 
 /** Whether peers are being recorded at all: without it every carrier's peer is unknown. */
 export function recordingInboundPeers(): boolean {
-  return installs > 0;
+  return installs.size > 0;
 }

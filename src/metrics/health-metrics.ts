@@ -1,6 +1,7 @@
 import { metrics, type BatchObservableResult, type MeterProvider, type Observable } from '@opentelemetry/api';
 import { ProcessView } from '../diagnostics/index.js';
 import { numberOption } from '../errors/index.js';
+import { installed, type Installed } from '../install/index.js';
 import type { ComponentProbe, Health } from '../health/index.js';
 import { cpuStarvation } from '../watchdog/index.js';
 import {
@@ -33,12 +34,6 @@ export interface HealthMetricsOptions {
   maxComponents?: number;
 }
 
-/** Installed health metrics, and the way back. */
-export interface InstalledHealthMetrics {
-  /** Stops reporting (the instruments stay, silent). Idempotent. */
-  uninstall(): void;
-}
-
 /**
  * Reports a catalog as OpenTelemetry metrics, read at each collection (nothing runs between):
  * - `lifeline.health.status` (gauge, 1 healthy / 0 unhealthy), `lifeline.health.tick.lag` (gauge,
@@ -52,13 +47,15 @@ export interface InstalledHealthMetrics {
  *   least the watchdog's threshold) because the process got no CPU — stopped, a paused VM, throttled
  *   at its CPU limit — which the watchdog tells from a blocked loop and does not report as one.
  * `startLifeline` and register mode install it; the SDK exports it when `OTEL_METRICS_EXPORTER` is set.
+ * Not a process-wide change but a reporter: each install reports its catalog until its own
+ * `uninstall` (the instruments stay, silent).
  * @example
  * ```ts
  * const installed = installHealthMetrics(health, { meterProvider });
  * // on shutdown: installed.uninstall();
  * ```
  */
-export function installHealthMetrics(health: Health, options: HealthMetricsOptions = {}): InstalledHealthMetrics {
+export function installHealthMetrics(health: Health, options: HealthMetricsOptions = {}): Installed {
   const { maxComponents = 100 } = options;
   numberOption('maxComponents', maxComponents, { min: 0, max: 100_000, integer: true });
   const meter = (options.meterProvider ?? metrics).getMeter(SCOPE_NAME);
@@ -119,13 +116,8 @@ export function installHealthMetrics(health: Health, options: HealthMetricsOptio
     result.observe(starved, cpuStarvation().seconds);
   };
   meter.addBatchObservableCallback(observe, observables);
-  let installed = true;
-  return {
-    uninstall() {
-      if (!installed) return;
-      installed = false;
-      meter.removeBatchObservableCallback(observe, observables);
-      loop.stop();
-    },
-  };
+  return installed(() => {
+    meter.removeBatchObservableCallback(observe, observables);
+    loop.stop();
+  });
 }

@@ -8,8 +8,9 @@ import { DEFAULT_HEADERS_TIMEOUT_MS, exporterAskedFor, unsupportedNode } from '.
 import { MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
 import { installRouteNames, policyDeadlineOf, trackHttpServers } from '../http/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
-import { installDriverDeadlines, type InstalledDriverDeadlines } from '../drivers/index.js';
-import { installHttp2Deadlines, type InstalledHttp2Deadlines } from '../http2/index.js';
+import { installDriverDeadlines } from '../drivers/index.js';
+import { installHttp2Deadlines } from '../http2/index.js';
+import type { Installed } from '../install/index.js';
 import { installDispatcherDeadlines, type InstalledDispatcherDeadlines } from '../undici/index.js';
 import { SELF_COMPONENT } from '../health/index.js';
 import { whenFirstResolved } from '../hooks/index.js';
@@ -28,13 +29,7 @@ import { RedactionSpanProcessor } from '../redaction/index.js';
 import { startWatchdog, type Watchdog, type WatchdogOptions } from '../watchdog/index.js';
 import { defaultLogger, loggerOrDefault, logSwallowed } from '../log/index.js';
 import { recordDeadline } from '../processors/index.js';
-import {
-  DeadlineMetricsSpanProcessor,
-  installHealthMetrics,
-  installStuckMetrics,
-  type HealthMetricsOptions,
-  type InstalledHealthMetrics,
-} from '../metrics/index.js';
+import { DeadlineMetricsSpanProcessor, installHealthMetrics, installStuckMetrics, type HealthMetricsOptions } from '../metrics/index.js';
 import {
   LifelineError,
   DeadlinePropagator,
@@ -52,7 +47,6 @@ import {
   type Health,
   type InFlightSpanProcessorOptions,
   type InstalledDeadlineDispatcher,
-  type InstalledHttpDeadlines,
   type Logger,
   type ProbeServer,
   type ProbeServerOptions,
@@ -320,14 +314,14 @@ export function assembleParts(
       started = true;
       running = true;
       let dispatcher: InstalledDeadlineDispatcher | undefined;
-      let httpDeadlines: InstalledHttpDeadlines | undefined;
-      let driverDeadlines: InstalledDriverDeadlines | undefined;
-      let http2Deadlines: InstalledHttp2Deadlines | undefined;
+      let httpDeadlines: Installed | undefined;
+      let driverDeadlines: Installed | undefined;
+      let http2Deadlines: Installed | undefined;
       let ownDispatchers: InstalledDispatcherDeadlines | undefined;
       let probe: ProbeServer | undefined;
       let member: MemberReporter | undefined;
       let watchdog: Watchdog | undefined;
-      let healthMetrics: InstalledHealthMetrics | undefined;
+      let healthMetrics: Installed | undefined;
       let stuckMetrics: { uninstall(): void } | undefined;
       const builtinViews = syncBuiltinViews();
       // Whose inbound deadlines are obeyed is judged by the caller's address, recorded per request.

@@ -1,5 +1,6 @@
 import type { Dispatcher } from 'undici';
 import { LifelineError } from '../errors/index.js';
+import { Installs, type Installed } from '../install/index.js';
 import type { DeadlinePolicyOptions } from '../policy/index.js';
 import { deadlineInterceptor } from './deadline-interceptor.js';
 import { adoptFormData } from './form-data.js';
@@ -15,15 +16,30 @@ export interface DeadlineDispatcherOptions extends DeadlinePolicyOptions {
   dispatcher?: Dispatcher;
 }
 
-/** The installed global dispatcher, and the way back. */
-export interface InstalledDeadlineDispatcher {
+/**
+ * The installed global dispatcher, and the way back: `uninstall` puts the previous global
+ * dispatcher back, if this install's is still the global one (an app that wrapped it since keeps
+ * its wrapper).
+ */
+export interface InstalledDeadlineDispatcher extends Installed {
   /**
-   * The global dispatcher with deadlines. Installed where there was none (or Node's stock one), it
-   * is built on the first request; reading this builds it too. After an `uninstall` that came
-   * before any request, reading it throws `ERR_CLOSED`.
+   * The global dispatcher with deadlines (the one this install last put in force). Installed where
+   * there was none (or Node's stock one), it is built on the first request; reading this builds it
+   * too. After an `uninstall` that came before any request, reading it throws `ERR_CLOSED`.
    */
   readonly dispatcher: Dispatcher;
-  /** Puts the previous global dispatcher back, if ours is still the global one. */
+}
+
+/** One install: what it builds on and with, and the dispatcher it last put in force. */
+interface DispatcherInstall {
+  readonly given: Dispatcher | undefined;
+  readonly interceptor: Dispatcher.DispatcherComposeInterceptor;
+  last?: ActiveDispatcher;
+}
+
+/** A dispatcher with deadlines in the global slots, and how to take it out. */
+interface ActiveDispatcher {
+  readonly dispatcher: Dispatcher;
   uninstall(): void;
 }
 
@@ -48,7 +64,28 @@ type Slots = Record<symbol, unknown>;
  */
 export function installDeadlineDispatcher(options: DeadlineDispatcherOptions = {}): InstalledDeadlineDispatcher {
   const { dispatcher: given, ...policy } = options;
-  const interceptor = deadlineInterceptor(policy); // a bad policy throws before any global changes
+  const install: DispatcherInstall = { given, interceptor: deadlineInterceptor(policy) }; // a bad policy throws before any global changes
+  const handle = installs.add(install);
+  return {
+    get dispatcher() {
+      return (install.last as ActiveDispatcher).dispatcher; // set by the add above
+    },
+    uninstall: handle.uninstall,
+    [Symbol.dispose]: handle.uninstall,
+  };
+}
+
+// Installing again takes the install in force out (its dispatcher leaves the global slots) and
+// builds on what the slots then hold, so two installs never stack their interceptors.
+const installs = new Installs<DispatcherInstall>((install) => {
+  const active = activate(install.given, install.interceptor);
+  install.last = active;
+  return () => {
+    active.uninstall();
+  };
+});
+
+function activate(given: Dispatcher | undefined, interceptor: Dispatcher.DispatcherComposeInterceptor): ActiveDispatcher {
   const slots = globalThis as unknown as Slots;
   const previous = { current: slots[SLOT], legacy: slots[LEGACY_SLOT] };
   const replaceable =
@@ -58,7 +95,7 @@ export function installDeadlineDispatcher(options: DeadlineDispatcherOptions = {
   return given === undefined && replaceable ? installOnFirstDispatch(interceptor, previous) : installNow(given, interceptor);
 }
 
-function installNow(given: Dispatcher | undefined, interceptor: Dispatcher.DispatcherComposeInterceptor): InstalledDeadlineDispatcher {
+function installNow(given: Dispatcher | undefined, interceptor: Dispatcher.DispatcherComposeInterceptor): ActiveDispatcher {
   const slots = globalThis as unknown as Slots;
   // Loading undici puts an Agent of its own in the slots when there is none yet, as a first fetch would.
   const undici = ownUndici();
@@ -102,11 +139,11 @@ function installNow(given: Dispatcher | undefined, interceptor: Dispatcher.Dispa
 function installOnFirstDispatch(
   interceptor: Dispatcher.DispatcherComposeInterceptor,
   previous: { current: unknown; legacy: unknown },
-): InstalledDeadlineDispatcher {
+): ActiveDispatcher {
   const slots = globalThis as unknown as Slots;
-  let installed: InstalledDeadlineDispatcher | undefined;
+  let installed: ActiveDispatcher | undefined;
   let removed = false;
-  const real = (): InstalledDeadlineDispatcher => {
+  const real = (): ActiveDispatcher => {
     if (installed === undefined) {
       writeSlot(SLOT, previous.current);
       writeSlot(LEGACY_SLOT, previous.legacy);

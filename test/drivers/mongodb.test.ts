@@ -4,7 +4,7 @@ import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureContextManager } from '../../src/deadline/index.js';
 import { installMongoDeadlines } from '../../src/drivers/mongodb/index.js';
-import type { InstalledDriver } from '../../src/drivers/driver-install.js';
+import type { Installed } from '../../src/install/index.js';
 import { isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import { lateness } from '../support/clients.js';
 import { startMongo, type MongoServer } from '../support/mongo.js';
@@ -32,7 +32,7 @@ const connectionModule = require('mongodb/lib/cmap/connection.js') as { Connecti
 const originals = { executeOperation: executeModule.executeOperation, command: connectionModule.Connection.prototype.command };
 
 let server: MongoServer;
-let deadlines: InstalledDriver;
+let deadlines: Installed;
 let client: InstanceType<Mongo['MongoClient']>;
 /** The commands the client sent, by command monitoring. */
 const started: { commandName: string; command: Record<string, unknown> }[] = [];
@@ -60,7 +60,7 @@ beforeAll(async () => {
 afterAll(async () => {
   // Each set in beforeAll, which may have failed before it.
   const setUp = { deadlines, client, server } as Partial<{
-    deadlines: InstalledDriver;
+    deadlines: Installed;
     client: typeof client;
     server: MongoServer;
   }>;

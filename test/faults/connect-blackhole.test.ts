@@ -9,7 +9,7 @@ import {
   isDeadlineExceeded,
   withDeadline,
   type InstalledDeadlineDispatcher,
-  type InstalledHttpDeadlines,
+  type Installed,
 } from '../../src/index.js';
 import { CLIENTS as ALL_CLIENTS } from '../support/clients.js';
 import { cut, deadlineErrorOf } from '../support/cut.js';
@@ -22,7 +22,7 @@ const tracing = instrumentedUndici([new DeadlineSpanProcessor()]);
 const { exporter } = tracing;
 let host: TestHost;
 let installed: InstalledDeadlineDispatcher;
-let httpDeadlines: InstalledHttpDeadlines;
+let httpDeadlines: Installed;
 let server: ReturnType<TestHost['spawn']>;
 
 beforeAll(async () => {

@@ -1,7 +1,8 @@
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isDeadlineExceeded, withDeadline } from '../../src/index.js';
-import { installDriverDeadlines, type InstalledDriverDeadlines } from '../../src/drivers/index.js';
+import { installDriverDeadlines } from '../../src/drivers/index.js';
+import type { Installed } from '../../src/install/index.js';
 import { ensureContextManager } from '../../src/deadline/index.js';
 import { lateness } from '../support/clients.js';
 import { cut, deadlineErrorOf } from '../support/cut.js';
@@ -16,7 +17,7 @@ import { createTestHost, type TestHost } from '../support/netns.js';
 const PORT = 5432;
 const require = createRequire(import.meta.url);
 let host: TestHost;
-let installed: InstalledDriverDeadlines;
+let installed: Installed;
 
 beforeAll(() => {
   ensureContextManager();

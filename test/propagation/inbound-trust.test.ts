@@ -2,14 +2,7 @@ import { context, defaultTextMapGetter, propagation, ROOT_CONTEXT, trace } from 
 import { once } from 'node:events';
 import type * as Http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  currentDeadline,
-  DEADLINE_HEADER,
-  DeadlinePropagator,
-  installInboundTrust,
-  LifelineError,
-  type InstalledInboundTrust,
-} from 'otel-lifeline';
+import { currentDeadline, DEADLINE_HEADER, DeadlinePropagator, installInboundTrust, LifelineError, type Installed } from 'otel-lifeline';
 import { instrumentedHttpServers, listenOn } from '../support/inbound-server.js';
 
 /**
@@ -25,7 +18,7 @@ interface Seen {
 
 const otel = instrumentedHttpServers();
 let http: typeof Http;
-let trust: InstalledInboundTrust;
+let trust: Installed;
 let server: Http.Server;
 let v4: string;
 let v6: string | undefined;

@@ -14,13 +14,13 @@ import {
   withoutDeadline,
   withTimeout,
   type InstalledDeadlineDispatcher,
-  type InstalledInboundTrust,
+  type Installed,
 } from 'otel-lifeline';
 import { instrumentedHttpServers, listenOn } from '../support/inbound-server.js';
 
 const otel = instrumentedHttpServers();
 let http: typeof Http;
-let trust: InstalledInboundTrust;
+let trust: Installed;
 let dispatcher: InstalledDeadlineDispatcher;
 const servers: Http.Server[] = [];
 

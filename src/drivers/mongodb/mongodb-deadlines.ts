@@ -3,7 +3,8 @@ import { DeadlineExceededError, monotonicNow } from '../../deadline/index.js';
 import { wrapMethod } from '../../hooks/index.js';
 import { armDeadline, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
 import { deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
-import { DriverInstall, type InstalledDriver } from '../driver-install.js';
+import type { Installed } from '../../install/index.js';
+import { DriverInstall } from '../driver-install.js';
 
 /** The parts of the driver's `MongoClient` lifeline reads (mongodb 6.13+, 7). */
 interface MongoClientLike {
@@ -75,7 +76,7 @@ const driver = new DriverInstall();
  * await withTimeout(2_000, () => orders.find({ status: 'open' }).toArray()); // ends by 2 s, on the server too
  * ```
  */
-export function installMongoDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriver {
+export function installMongoDeadlines(options: DeadlinePolicyOptions = {}): Installed {
   return driver.install(options, [
     {
       module: 'mongodb',

@@ -12,7 +12,8 @@ import {
 } from '../../policy/index.js';
 import { deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
 import { endsTransaction, operationOf } from '../sql.js';
-import { DriverInstall, type InstalledDriver } from '../driver-install.js';
+import type { Installed } from '../../install/index.js';
+import { DriverInstall } from '../driver-install.js';
 
 /**
  * How long the server has to confirm a `KILL QUERY`: the killed query's connection is retired
@@ -130,7 +131,7 @@ const driver = new DriverInstall();
  * await withTimeout(2_000, () => pool.query('SELECT * FROM orders WHERE id = ?', [id])); // ends by 2 s, on the server too
  * ```
  */
-export function installMysqlDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriver {
+export function installMysqlDeadlines(options: DeadlinePolicyOptions = {}): Installed {
   return driver.install(options, [
     {
       module: 'mysql2',

@@ -4,7 +4,8 @@ import { wrapMethods } from '../../hooks/index.js';
 import { armDeadline, noAttributes, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
 import { deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
 import { endsTransaction, operationOf } from '../sql.js';
-import { DriverInstall, type InstalledDriver } from '../driver-install.js';
+import type { Installed } from '../../install/index.js';
+import { DriverInstall } from '../driver-install.js';
 
 /**
  * How long the server has to confirm a cancel: the cancelled query's connection is retired (closed,
@@ -94,7 +95,7 @@ const driver = new DriverInstall();
  * await withTimeout(2_000, () => pool.query('SELECT * FROM orders WHERE id = $1', [id])); // ends by 2 s, on the server too
  * ```
  */
-export function installPgDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriver {
+export function installPgDeadlines(options: DeadlinePolicyOptions = {}): Installed {
   return driver.install(options, [
     {
       module: 'pg',

@@ -1,5 +1,5 @@
 import type { DeadlinePolicyOptions } from '../../policy/index.js';
-import type { InstalledDriver } from '../driver-install.js';
+import { installed, type Installed } from '../../install/index.js';
 import { installIoredisDeadlines } from './ioredis-deadlines.js';
 import { installNodeRedisDeadlines } from './node-redis-deadlines.js';
 
@@ -20,11 +20,9 @@ export { installNodeRedisDeadlines } from './node-redis-deadlines.js';
  * await withTimeout(300, () => redis.blpop('jobs', 0)); // rejects at 300 ms; the server stops waiting just after
  * ```
  */
-export function installRedisDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriver {
-  const installed = [installIoredisDeadlines(options), installNodeRedisDeadlines(options)];
-  return {
-    uninstall() {
-      for (const client of installed.splice(0).reverse()) client.uninstall();
-    },
-  };
+export function installRedisDeadlines(options: DeadlinePolicyOptions = {}): Installed {
+  const clients = [installIoredisDeadlines(options), installNodeRedisDeadlines(options)];
+  return installed(() => {
+    for (const client of clients.reverse()) client.uninstall();
+  });
 }

@@ -3,7 +3,8 @@ import { contextWithoutDeadline, monotonicNow, type DeadlineWatch } from '../../
 import { wrapMethod } from '../../hooks/index.js';
 import { armDeadline, noAttributes, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
 import { applyUnderDeadline, deadlineError, driverDeadline } from '../driver-deadline.js';
-import { DriverInstall, type InstalledDriver } from '../driver-install.js';
+import type { Installed } from '../../install/index.js';
+import { DriverInstall } from '../driver-install.js';
 import { blockingTimeoutOf, endedByDeadline, mayBlock, shortenedTimeout, type BlockingTimeout } from './blocking-timeout.js';
 
 type Arg = string | Buffer;
@@ -82,7 +83,7 @@ const driver = new DriverInstall();
  * await withTimeout(300, () => redis.blpop('jobs', 0)); // DeadlineExceededError at 300 ms; the server stops waiting too
  * ```
  */
-export function installIoredisDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriver {
+export function installIoredisDeadlines(options: DeadlinePolicyOptions = {}): Installed {
   const patchClass = (exports: unknown): (() => void) | undefined => {
     const prototype = (exports as { default?: { prototype?: object } }).default?.prototype;
     if (prototype === undefined) return undefined;

@@ -3,7 +3,8 @@ import { contextWithoutDeadline, monotonicNow, type DeadlineWatch } from '../../
 import { wrapMethod } from '../../hooks/index.js';
 import { armDeadline, type CallDeadline, type DeadlinePolicyOptions, type RequestAttributes } from '../../policy/index.js';
 import { deadlineError, driverDeadline, runUnderDeadline } from '../driver-deadline.js';
-import { DriverInstall, type InstalledDriver } from '../driver-install.js';
+import type { Installed } from '../../install/index.js';
+import { DriverInstall } from '../driver-install.js';
 import { blockingTimeoutOf, endedByDeadline, mayBlock, shortenedTimeout, type BlockingTimeout } from './blocking-timeout.js';
 
 type Arg = string | Buffer;
@@ -78,7 +79,7 @@ interface Shortening {
  * await withTimeout(300, () => client.blPop('jobs', 0)); // DeadlineExceededError at 300 ms; the server stops waiting too
  * ```
  */
-export function installNodeRedisDeadlines(options: DeadlinePolicyOptions = {}): InstalledDriver {
+export function installNodeRedisDeadlines(options: DeadlinePolicyOptions = {}): Installed {
   return driver.install(options, [
     {
       module: '@redis/client',

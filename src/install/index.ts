@@ -1,0 +1,1 @@
+export { Installs, installed, type Installed } from './installed.js';

@@ -1,0 +1,137 @@
+import { request as httpRequest } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { installDeadlineDispatcher, installHttpDeadlines, isDeadlineExceeded, withTimeout } from '../../src/index.js';
+import { Installs } from '../../src/install/index.js';
+import { cut, deadlineErrorOf } from '../support/cut.js';
+import { neverAnswers, serve, type TestServer } from '../support/servers.js';
+
+/** An Installs whose applies and undos are written down, in order. */
+function recorded(): { installs: Installs<string>; log: string[] } {
+  const log: string[] = [];
+  const installs = new Installs<string>((options) => {
+    log.push(`apply ${options}`);
+    return () => log.push(`undo ${options}`);
+  });
+  return { installs, log };
+}
+
+describe('Installs: the latest install is in force', () => {
+  it('a second install takes the first out before it goes in, and its uninstall brings the first back', () => {
+    const { installs, log } = recorded();
+    const a = installs.add('a');
+    const b = installs.add('b');
+    expect(log).toEqual(['apply a', 'undo a', 'apply b']);
+    b.uninstall();
+    expect(log.slice(3)).toEqual(['undo b', 'apply a']);
+    a.uninstall();
+    expect(log.slice(5)).toEqual(['undo a']);
+    expect(installs.size).toBe(0);
+  });
+
+  it('uninstalling one that is not in force only takes it out of line', () => {
+    const { installs, log } = recorded();
+    const a = installs.add('a');
+    const b = installs.add('b');
+    a.uninstall();
+    expect(log).toEqual(['apply a', 'undo a', 'apply b']);
+    b.uninstall();
+    expect(log.slice(3)).toEqual(['undo b']); // a is gone: nothing comes back
+  });
+
+  it('uninstall is idempotent, and using disposes', () => {
+    const { installs, log } = recorded();
+    const a = installs.add('a');
+    {
+      using b = installs.add('b');
+      b.uninstall(); // then once more by `using`: nothing
+    }
+    a.uninstall();
+    a.uninstall();
+    expect(log).toEqual(['apply a', 'undo a', 'apply b', 'undo b', 'apply a', 'undo a']);
+  });
+
+  it('an install whose apply throws leaves the one in force as it was', () => {
+    const log: string[] = [];
+    const installs = new Installs<string>((options) => {
+      if (options === 'bad') throw new Error('bad');
+      log.push(`apply ${options}`);
+      return () => log.push(`undo ${options}`);
+    });
+    installs.add('a');
+    expect(() => installs.add('bad')).toThrow('bad');
+    expect(log).toEqual(['apply a', 'undo a', 'apply a']);
+    expect(installs.size).toBe(1);
+  });
+});
+
+// The first install has a 150 ms rule for the server, the second none: had the two stacked, the
+// first's rule would still cut the call at 150 ms; with the second in force alone, the call keeps
+// the 400 ms deadline of its context.
+describe('installing a client family twice', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await serve(neverAnswers);
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  const shortRule = () => ({ policy: [{ match: { 'server.port': server.port }, timeoutMs: 150 }] });
+
+  const get = (url: string) =>
+    new Promise<void>((resolve, reject) => {
+      const request = httpRequest(url, (response) => {
+        response.resume();
+        response.on('end', resolve);
+      });
+      request.on('error', reject);
+      request.end();
+    });
+
+  it('node:http: the second install is in force alone, and the first again once it goes', async () => {
+    const first = installHttpDeadlines(shortRule());
+    const second = installHttpDeadlines();
+    try {
+      const underSecond = await cut(
+        (fn) => withTimeout(400, fn),
+        () => get(`${server.url}/second`),
+      );
+      expect(deadlineErrorOf(underSecond.error)).toMatchObject({ deadline: underSecond.at, source: 'scope' });
+      second.uninstall();
+      const underFirst = await get(`${server.url}/first`).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(isDeadlineExceeded(underFirst)).toBe(true);
+      expect(deadlineErrorOf(underFirst)?.source).toBe('policy');
+    } finally {
+      second.uninstall();
+      first.uninstall();
+    }
+  });
+
+  it('undici: the second install is in force alone, and the first again once it goes', async () => {
+    const slot = Symbol.for('undici.globalDispatcher.2');
+    const before = (globalThis as Record<symbol, unknown>)[slot];
+    const first = installDeadlineDispatcher(shortRule());
+    const second = installDeadlineDispatcher();
+    try {
+      const underSecond = await cut(
+        (fn) => withTimeout(400, fn),
+        () => fetch(`${server.url}/second`),
+      );
+      expect(deadlineErrorOf(underSecond.error)).toMatchObject({ deadline: underSecond.at, source: 'scope' });
+      second.uninstall();
+      const underFirst = await fetch(`${server.url}/first`).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(isDeadlineExceeded(underFirst)).toBe(true);
+      expect(deadlineErrorOf(underFirst)?.source).toBe('policy');
+    } finally {
+      second.uninstall();
+      first.uninstall();
+    }
+    expect((globalThis as Record<symbol, unknown>)[slot]).toBe(before);
+  });
+});
