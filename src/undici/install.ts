@@ -66,12 +66,15 @@ export function installDeadlineDispatcher(options: DeadlineDispatcherOptions = {
   const { dispatcher: given, ...policy } = options;
   const install: DispatcherInstall = { given, interceptor: deadlineInterceptor(policy) }; // a bad policy throws before any global changes
   const handle = installs.add(install);
+  const uninstall = (): void => {
+    handle.uninstall();
+  };
   return {
     get dispatcher() {
       return (install.last as ActiveDispatcher).dispatcher; // set by the add above
     },
-    uninstall: handle.uninstall,
-    [Symbol.dispose]: handle.uninstall,
+    uninstall,
+    [Symbol.dispose]: uninstall,
   };
 }
 
