@@ -1,4 +1,5 @@
-export { EventLoopBlockedError, startProbeServer, type HealthView, type ProbeServer, type ProbeServerOptions } from './probe-server.js';
+export { startProbeServer, type ProbeServer, type ProbeServerOptions } from './probe-server.js';
+export { EventLoopBlockedError, type HealthView } from './health-view.js';
 export { INSTANCE_ENV, instanceHolder, instanceValue, newInstanceKey } from './instance.js';
 export { joinHolder, type MemberReporter } from './member-reporter.js';
 export { findPortHolder } from './port-holder.js';

@@ -2,7 +2,8 @@ import { connect, createServer, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { DiagnosticSnapshot, InFlightNode } from '../../src/diagnostics/index.js';
 import { Health, startProbeServer } from '../../src/index.js';
-import { diagnosticsBody, isLoopbackHost, MAX_DIAGNOSTICS_BYTES } from '../../src/probe/probe-server.js';
+import { diagnosticsBody, MAX_DIAGNOSTICS_BYTES } from '../../src/probe/debug-diagnostics.js';
+import { isLoopbackHost } from '../../src/probe/local-clients.js';
 import { rawExchange } from '../support/raw-http.js';
 
 const cleanup: (() => unknown)[] = [];
