@@ -1,2 +1,3 @@
-export { DEFAULT_SECRET_WORDS, REDACTED, Redactor, type RedactionOptions } from './redactor.js';
+export { DEFAULT_SECRET_WORDS, Redactor, type RedactionOptions } from './redactor.js';
+export { REDACTED } from './patterns.js';
 export { RedactionSpanProcessor } from './redaction-span-processor.js';
