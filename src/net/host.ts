@@ -12,6 +12,11 @@ export function unbracketed(host: string): string {
   return isIPv6(inner) ? inner : host;
 }
 
+/** `::1` as `[::1]`, to be followed by a port or put in a URL; a name or an IPv4 address as it is. */
+export function bracketed(host: string): string {
+  return isIPv6(host) ? `[${host}]` : host;
+}
+
 /**
  * A `Host` header or URL authority split into its host (an IPv6 literal without its brackets) and
  * port digits: `localhost`, `localhost:80`, `[::1]`, `[::1]:5555`. `undefined` when it is neither:

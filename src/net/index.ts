@@ -11,4 +11,4 @@ export {
   type IpFamily,
   type IpRange,
 } from './ip.js';
-export { comparableHost, hostEntry, splitHostPort, unbracketed } from './host.js';
+export { bracketed, comparableHost, hostEntry, splitHostPort, unbracketed } from './host.js';

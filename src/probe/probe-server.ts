@@ -5,7 +5,7 @@ import { DEFAULT_PROBE_PORT, inKubernetes } from '../config/index.js';
 import { invalidOption, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import type { HealthStatus, ProbeKind } from '../health/index.js';
 import { loggerOrDefault, type Logger } from '../log/index.js';
-import { isLoopback } from '../net/index.js';
+import { bracketed, isLoopback } from '../net/index.js';
 import { readOnly, refuse, send } from './answers.js';
 import { ClientLimits } from './client-limits.js';
 import { ConnectionSlots } from './connection-slots.js';
@@ -284,6 +284,5 @@ function defaultHost(): string {
 }
 
 function urlHost(host: string): string {
-  const dial = dialHost(host);
-  return dial.includes(':') ? `[${dial}]` : dial;
+  return bracketed(dialHost(host));
 }

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { readEnvConfig } from '../../src/config/index.js';
 import { HeaderHosts } from '../../src/policy/index.js';
-import { comparableHost, hostEntry, splitHostPort, unbracketed } from '../../src/net/index.js';
+import { bracketed, comparableHost, hostEntry, splitHostPort, unbracketed } from '../../src/net/index.js';
 
 describe('the bracket rule: brackets enclose an IPv6 literal and nothing else', () => {
   it.each([
@@ -34,6 +34,14 @@ describe('the bracket rule: brackets enclose an IPv6 literal and nothing else', 
       expect(splitHostPort(authority)).toBeUndefined();
     },
   );
+
+  it('bracketed: IPv6 literals only, the inverse of unbracketed', () => {
+    expect(bracketed('::1')).toBe('[::1]');
+    expect(bracketed('fe80::1%eth0')).toBe('[fe80::1%eth0]');
+    expect(bracketed('127.0.0.1')).toBe('127.0.0.1');
+    expect(bracketed('localhost')).toBe('localhost');
+    for (const host of ['::1', 'fd00::1', '10.0.0.1', 'localhost']) expect(unbracketed(bracketed(host))).toBe(host);
+  });
 
   it('comparableHost: lower case, no IPv6 brackets, no trailing dot', () => {
     expect(comparableHost('API.Example.COM.')).toBe('api.example.com');
