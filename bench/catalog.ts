@@ -21,7 +21,7 @@ function roundCost(size: number): { round: ReturnType<typeof timeRuns>; baseline
   const runs = size >= 100_000 ? 15 : 40;
   const round = timeRuns(
     () => {
-      health.check();
+      health.runRound();
     },
     runs,
     { prepare: drain },
@@ -82,7 +82,7 @@ function tickCost(health: Health, count: number): number {
   const h = health.registerLiveness('taker');
   const started = process.hrtime.bigint();
   for (let i = 0; i < count; i++) {
-    health.check();
+    health.runRound();
     h.take()?.run(() => i);
   }
   const ns = Number(process.hrtime.bigint() - started) / count;

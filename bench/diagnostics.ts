@@ -100,10 +100,10 @@ for (const inFlightCount of [1_000, 10_000]) {
           attributes: { 'url.full': `http://upstream/items/${i}?token=t`, 'http.request.method': 'GET' },
         });
     });
-    health.check();
-    health.check();
+    health.runRound();
+    health.runRound();
     const started = process.hrtime.bigint();
-    health.check(); // healthy -> unhealthy: builds, caps and exports the diagnostic
+    health.runRound(); // healthy -> unhealthy: builds, caps and exports the diagnostic
     times.push(Number(process.hrtime.bigint() - started) / 1e6);
     const verdict = exporter.spans.find((s) => s.name.startsWith('health verdict'));
     const event = verdict?.events.find((e) => e.name === 'lifeline.diagnostic');

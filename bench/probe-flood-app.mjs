@@ -23,7 +23,7 @@ if (kind === 'plain') {
   const { Health, startProbeServer } = await import('otel-lifeline');
   const health = new Health({ interval: 3_600_000 });
   health.registerLiveness('worker').take();
-  health.check();
+  health.runRound();
   const probe = await startProbeServer({ health, port: 0, ...(kind === 'lifeline-unbounded' ? { maxRequestsPerSecond: 1e9 } : {}) });
   probePort = probe.port;
 }

@@ -7,7 +7,7 @@ if (kind === 'lifeline') {
   const { Health, startProbeServer } = await import('otel-lifeline');
   const health = new Health({ interval: 3_600_000 });
   health.registerLiveness('worker').take();
-  health.check();
+  health.runRound();
   // The server's own throughput, its abuse limits lifted: the request budget (1,000/s by default, see
   // bench/probe-flood) would cap it, closing a keep-alive connection every 100 requests would
   // measure autocannon's reconnects (p50 ~20 ms here) rather than the answers, and autocannon's 32

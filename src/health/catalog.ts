@@ -17,7 +17,13 @@ import type { ComponentProbe } from './tick.js';
 export interface HealthOptions {
   /** Ms between ping rounds. Default 15 000. */
   interval?: number;
-  /** Ticks a component may leave untaken before it is unhealthy. Default 2. */
+  /**
+   * Ticks a component may leave untaken and stay healthy; offered one more, it is unhealthy. Each
+   * tick's deadline is `interval × maxMissedTicks`, so work cut at its deadline is back before the
+   * verdict. Default 2.
+   */
+  maxMissedTicks?: number;
+  /** @deprecated Renamed {@link HealthOptions.maxMissedTicks}; `buffer` is read when that is not given. */
   buffer?: number;
   /** Where tick spans go. Default: the global tracer provider. */
   tracerProvider?: TracerProvider;
@@ -86,17 +92,21 @@ interface Verdicts {
   status?: { selfHealthy: boolean; draining: boolean; status: HealthStatus };
 }
 
+// Set by the class's static block: lifeline's wiring reaches private state without public members.
+let useIntervalLater: (catalog: Health, interval: () => number | undefined) => void;
+let replaceDiagnostics: (catalog: Health, diagnostics: DiagnosticsOptions | HealthDiagnostics) => void;
+
 /**
  * A health catalog. Every `interval` it offers each registered component a tick; a
  * component whose tick buffer is full when offered one is unhealthy. Verdicts change only at ping
  * rounds, so `status()` is a cheap read that never waits on a component.
  */
 export class Health {
-  /** Tick buffer size of each component. */
-  readonly buffer: number;
+  /** Ticks a component may leave untaken and stay healthy (see {@link HealthOptions.maxMissedTicks}). */
+  readonly maxMissedTicks: number;
   /** The interval, once known; until then how to learn it (see {@link processCatalog}). */
   #interval: number | undefined;
-  readonly #intervalLater: (() => number | undefined) | undefined;
+  #intervalLater: (() => number | undefined) | undefined;
   readonly #tracer: Tracer;
   readonly #tracerProvider: TracerProvider | undefined;
   #diagnostics: HealthDiagnostics;
@@ -116,16 +126,25 @@ export class Health {
   readonly #logger: Logger | undefined;
 
   constructor(options: HealthOptions = {}) {
-    const { interval, buffer = 2, tracerProvider, diagnostics, logger } = options;
+    // eslint-disable-next-line @typescript-eslint/no-deprecated -- read for those who still pass it
+    const { interval, buffer, tracerProvider, diagnostics, logger } = options;
+    const maxMissedTicks = options.maxMissedTicks ?? buffer ?? 2;
     if (interval !== undefined) this.#interval = checkedInterval(interval);
-    numberOption('buffer', buffer, { min: 1, max: 1_000_000, integer: true });
-    this.#intervalLater = intervalLater;
-    intervalLater = undefined;
-    this.buffer = buffer;
+    numberOption(options.maxMissedTicks === undefined && buffer !== undefined ? 'buffer' : 'maxMissedTicks', maxMissedTicks, {
+      min: 1,
+      max: 1_000_000,
+      integer: true,
+    });
+    this.maxMissedTicks = maxMissedTicks;
     this.#tracer = scopeTracer(tracerProvider);
     this.#tracerProvider = tracerProvider;
     this.#logger = logger;
     this.#diagnostics = this.#diagnosticsFrom(diagnostics);
+  }
+
+  /** @deprecated Renamed {@link Health.maxMissedTicks}. */
+  get buffer(): number {
+    return this.maxMissedTicks;
   }
 
   /** Ms between ping rounds. */
@@ -141,16 +160,17 @@ export class Health {
     return 2 * this.interval;
   }
 
-  /**
-   * @internal Replaces how verdicts explain themselves: how `startLifeline` gives the process-wide
-   * `health` the `InFlightSpanProcessor` it registered with the SDK. Options given to the
-   * constructor are the public way.
-   */
-  useDiagnostics(diagnostics: DiagnosticsOptions | HealthDiagnostics): void {
-    const previous = this.#diagnostics;
-    const owned = this.#ownsDiagnostics;
-    this.#diagnostics = this.#diagnosticsFrom(diagnostics);
-    if (owned) previous.close?.();
+  static {
+    // Lifeline's own wiring, through functions of this module rather than members a user could call.
+    useIntervalLater = (catalog, interval) => {
+      catalog.#intervalLater = interval;
+    };
+    replaceDiagnostics = (catalog, diagnostics) => {
+      const previous = catalog.#diagnostics;
+      const owned = catalog.#ownsDiagnostics;
+      catalog.#diagnostics = catalog.#diagnosticsFrom(diagnostics);
+      if (owned) previous.close?.();
+    };
   }
 
   /** A diagnostic snapshot of the components unhealthy now: in-flight span trees and the process view. */
@@ -243,11 +263,15 @@ export class Health {
     return result;
   }
 
-  /** Runs one ping round now: what the timer does every `interval`. */
-  check(): void {
+  /**
+   * Runs one ping round now, what the timer does every `interval`: offers each component a tick and
+   * judges it, so verdicts may change (a component that has not taken its ticks turns unhealthy at
+   * once). For tests and tools; a probe handler reads {@link Health.status}, which changes nothing.
+   */
+  runRound(): void {
     if (this.#closed) return;
     const now = Date.now();
-    const budget = this.interval * this.buffer;
+    const budget = this.interval * this.maxMissedTicks;
     const deadline = now + budget;
     const deadlineMonotonic = monotonicNow() + budget;
     let changed = false;
@@ -265,6 +289,11 @@ export class Health {
       // Explaining a verdict must never take down the process whose liveness it reports.
       logSwallowed(this.#logger ?? defaultLogger(), 'explaining a verdict', error);
     }
+  }
+
+  /** @deprecated Renamed {@link Health.runRound}: it runs a round and may change verdicts. */
+  check(): void {
+    this.runRound();
   }
 
   /**
@@ -318,7 +347,7 @@ export class Health {
       name,
       probe,
       once,
-      bufferSize: this.buffer,
+      bufferSize: this.maxMissedTicks,
       registeredAt: now,
       firstDeadline: now + this.interval,
       firstDeadlineMonotonic: monotonicNow() + this.interval,
@@ -343,7 +372,7 @@ export class Health {
     this.#lastRound = monotonicNow();
     // unref: a catalog never keeps a process alive.
     this.#timer = setInterval(() => {
-      this.check();
+      this.runRound();
     }, this.interval).unref();
   }
 
@@ -383,16 +412,24 @@ function checkedInterval(interval: number): number {
   return interval;
 }
 
-let intervalLater: (() => number | undefined) | undefined;
-
 /**
  * The process-wide catalog, whose interval is read (by `interval`) only when first needed: at the
  * first registration, or when lifeline starts. Importing lifeline reads no setting, so a bad one
  * fails where it is used, naming the variable, not the import of a module that may only want types.
  */
 export function processCatalog(interval: () => number | undefined): Health {
-  intervalLater = interval; // the constructor takes it: a parameter would be public API
-  return new Health();
+  const catalog = new Health();
+  useIntervalLater(catalog, interval);
+  return catalog;
+}
+
+/**
+ * Replaces how `catalog`'s verdicts explain themselves, closing diagnostics the catalog made. The
+ * process-wide `health` exists from the import of lifeline, before an SDK does: `startLifeline`
+ * gives it the diagnostics that read the `InFlightSpanProcessor` registered with that SDK.
+ */
+export function useDiagnostics(catalog: Health, diagnostics: DiagnosticsOptions | HealthDiagnostics): void {
+  replaceDiagnostics(catalog, diagnostics);
 }
 
 function insertSorted(sorted: readonly string[], name: string): string[] {

@@ -2,6 +2,7 @@ export {
   Health,
   PROBE_KINDS,
   processCatalog,
+  useDiagnostics,
   type HealthOptions,
   type EventLoopStatus,
   type HealthStatus,

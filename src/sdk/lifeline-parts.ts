@@ -12,7 +12,7 @@ import { installDriverDeadlines } from '../drivers/index.js';
 import { installHttp2Deadlines } from '../http2/index.js';
 import type { Installed } from '../install/index.js';
 import { installDispatcherDeadlines, type InstalledDispatcherDeadlines } from '../undici/index.js';
-import { SELF_COMPONENT } from '../health/index.js';
+import { SELF_COMPONENT, useDiagnostics } from '../health/index.js';
 import { whenFirstResolved } from '../hooks/index.js';
 import {
   findPortHolder,
@@ -348,7 +348,7 @@ export function assembleParts(
             : ({ logger: _logger, ...rest }: ProbeOptions) => guard.serveProbes(health, rest); // its log lines come back through the watchdog's logger
         ({ probe, member } = options.probe === false ? {} : await probeServer(options.probe ?? {}, serve, health, options.logger));
         probePort = probe?.port;
-        health.useDiagnostics(diagnostics);
+        useDiagnostics(health, diagnostics);
         // Stuck work is exported with no verdict needed: a service that registered nothing has none.
         diagnostics.watchStuck(interval);
         // After the SDK started: the meter is taken from the global provider it registered.

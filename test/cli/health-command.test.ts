@@ -31,7 +31,7 @@ describe('lifeline health (README: API)', () => {
     const { health, server } = await probeServer();
     const poller = health.registerLiveness('poller');
     poller.take();
-    health.check();
+    health.runRound();
     const result = await runNode([BIN, 'health', '--url', server.url]);
     expect(result.stdout).toBe('Health: PASS\n=== 2 healthy components ===\nhealthcheck, poller\n=== 0 unhealthy components ===\n');
     expect(result.code).toBe(0);

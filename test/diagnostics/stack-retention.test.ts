@@ -30,7 +30,7 @@ function abandon() {
 const before = used();
 for (let i = 0; i < ${SPANS}; i++) {
   if (mode === 'ticks') {
-    health.check(); // a round: one tick on offer
+    health.runRound(); // a round: one tick on offer
     h.take()?.run(abandon); // the span starts in the tick's trace
   }
   else abandon();

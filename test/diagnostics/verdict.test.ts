@@ -89,10 +89,10 @@ async function stuckPoller(health: Health): Promise<string | undefined> {
   const tick = h.take();
   pending.push(tick?.run(() => pollUpstream(silent.url)) ?? Promise.resolve());
   await new Promise((resolve) => setTimeout(resolve, 50)); // the GET is on the wire
-  health.check(); // healthy: its buffer had room
-  health.check(); // still room
+  health.runRound(); // healthy: its buffer had room
+  health.runRound(); // still room
   expect(health.status('live').ok).toBe(true);
-  health.check(); // buffer full: healthy -> unhealthy
+  health.runRound(); // buffer full: healthy -> unhealthy
   expect(health.status('live').unhealthy).toEqual(['poller']);
   return tick?.spanContext.traceId;
 }
@@ -222,11 +222,11 @@ describe('an unhealthy verdict explains itself (README: When a component turns u
   it('rate limits: no new verdict while it stays unhealthy within minIntervalMs; re-emitted after it', async () => {
     const health = catalog({ minIntervalMs: 200 });
     await stuckPoller(health);
-    health.check();
-    health.check();
+    health.runRound();
+    health.runRound();
     expect(verdicts()).toHaveLength(1);
     await new Promise((resolve) => setTimeout(resolve, 220));
-    health.check();
+    health.runRound();
     expect(verdicts()).toHaveLength(2);
     // A span still in flight is exported once: the second verdict links to the first snapshot.
     const snapshots = exporter.getFinishedSpans().filter((s) => s.attributes['lifeline.in_flight'] === true);
@@ -345,9 +345,9 @@ describe('an unhealthy verdict explains itself (README: When a component turns u
     const h = health.registerLiveness('idle');
     h.take();
     await h.take()?.run(() => Promise.resolve()); // work done and ended
-    health.check();
-    health.check();
-    health.check();
+    health.runRound();
+    health.runRound();
+    health.runRound();
     const event = verdicts()[0]?.events.find((e) => e.name === 'lifeline.diagnostic');
     expect(verdicts()[0]?.attributes['lifeline.health.unhealthy']).toEqual(['idle']);
     expect(JSON.parse(String(event?.attributes?.['lifeline.diagnostic.span_tree']))).toEqual([

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Diagnostics, Health, LifelineError } from '../../src/index.js';
+import { useDiagnostics } from '../../src/health/index.js';
 import { blockEventLoop, sleep } from '../support/tracing.js';
 
 const catalogs: Health[] = [];
@@ -24,11 +25,11 @@ describe('Health catalog (README: Concepts)', () => {
     const health = catalog();
     const h = health.registerLiveness('poller');
     expect(health.status('live')).toEqual({ ok: false, healthy: ['healthcheck'], unhealthy: ['poller'] });
-    health.check();
+    health.runRound();
     expect(health.status('live').unhealthy).toEqual(['poller']);
     expect(h.take()).toBeDefined();
     expect(health.status('live').unhealthy).toEqual(['poller']); // verdicts change only at rounds
-    health.check();
+    health.runRound();
     expect(health.status('live')).toEqual({ ok: true, healthy: ['healthcheck', 'poller'], unhealthy: [] });
   });
 
@@ -36,45 +37,45 @@ describe('Health catalog (README: Concepts)', () => {
     const health = catalog();
     const h = health.registerLiveness('reader');
     for (let i = 0; i < 9; i++) {
-      health.check();
+      health.runRound();
       h.take();
     }
-    health.check();
+    health.runRound();
     expect(health.status('live').healthy).toContain('reader');
   });
 
   it('ping nine times without taking: unhealthy; taking again makes it healthy', () => {
     const health = catalog();
     const h = health.registerLiveness('lazy');
-    for (let i = 0; i < 9; i++) health.check();
+    for (let i = 0; i < 9; i++) health.runRound();
     expect(health.status('live').unhealthy).toEqual(['lazy']);
     expect(h.take()).toBeDefined();
-    health.check();
+    health.runRound();
     expect(health.status('live').healthy).toContain('lazy');
   });
 
   it('a component that stops taking is flagged on the round after its buffer fills', () => {
-    const health = catalog({ buffer: 2 });
+    const health = catalog({ maxMissedTicks: 2 });
     const h = health.registerLiveness('worker');
     // Drain the registration ticks, then keep up for a while.
     h.take();
     h.take();
     for (let i = 0; i < 3; i++) {
-      health.check();
+      health.runRound();
       h.take();
     }
     expect(health.status('live').healthy).toContain('worker');
     // Stops taking: round 1 fills slot 1, round 2 fills slot 2, round 3 finds the buffer full.
-    health.check();
+    health.runRound();
     expect(health.status('live').healthy).toContain('worker');
-    health.check();
+    health.runRound();
     expect(health.status('live').healthy).toContain('worker');
-    health.check();
+    health.runRound();
     expect(health.status('live').unhealthy).toEqual(['worker']);
   });
 
   it('buffers hold `buffer` ticks: take() returns them oldest first, then undefined', () => {
-    const health = catalog({ buffer: 3, interval: 1_000 });
+    const health = catalog({ maxMissedTicks: 3, interval: 1_000 });
     const before = Date.now();
     const h = health.registerLiveness('c');
     const ticks = [h.take(), h.take(), h.take()];
@@ -87,13 +88,13 @@ describe('Health catalog (README: Concepts)', () => {
   });
 
   it('round ticks have deadline = round time + interval × buffer', () => {
-    const health = catalog({ interval: 700, buffer: 3 });
+    const health = catalog({ interval: 700, maxMissedTicks: 3 });
     const h = health.registerLiveness('c');
     while (h.take()) {
       // drain registration ticks
     }
     const before = Date.now();
-    health.check();
+    health.runRound();
     const after = Date.now();
     const tick = h.take();
     expect(tick).toBeDefined();
@@ -120,10 +121,10 @@ describe('Health catalog (README: Concepts)', () => {
     const warmup = health.registerStartup('warmup');
     cache.take();
     warmup.take();
-    health.check();
+    health.runRound();
     expect(health.status('ready').healthy).toContain('cache');
     expect(health.status('startup').healthy).toContain('warmup');
-    for (let i = 0; i < 10; i++) health.check();
+    for (let i = 0; i < 10; i++) health.runRound();
     expect(health.status('ready').healthy).toContain('cache');
     expect(health.status('startup').healthy).toContain('warmup');
     // Not pinged any more: only what registration and the first round placed is buffered.
@@ -136,9 +137,9 @@ describe('Health catalog (README: Concepts)', () => {
     const health = catalog();
     const plain = health.registerReadiness('plain');
     plain.take();
-    health.check();
+    health.runRound();
     expect(health.status('ready').healthy).toContain('plain');
-    for (let i = 0; i < 3; i++) health.check();
+    for (let i = 0; i < 3; i++) health.runRound();
     expect(health.status('ready').unhealthy).toContain('plain');
   });
 
@@ -168,8 +169,9 @@ describe('Health catalog (README: Concepts)', () => {
     [{ interval: Number.NaN }, 'interval', 'NaN'],
     [{ interval: Number.POSITIVE_INFINITY }, 'interval', 'Infinity'],
     [{ interval: '15s' as unknown as number }, 'interval', '"15s"'],
-    [{ buffer: 0 }, 'buffer', '0'],
-    [{ buffer: 1.5 }, 'buffer', '1.5'],
+    [{ maxMissedTicks: 0 }, 'maxMissedTicks', '0'],
+    [{ maxMissedTicks: 1.5 }, 'maxMissedTicks', '1.5'],
+    [{ buffer: 0 }, 'buffer', '0'], // the deprecated name, named as given
   ])('invalid option %o throws ERR_INVALID_OPTION naming %s and its value', (options, option, shown) => {
     let error: unknown;
     try {
@@ -243,7 +245,7 @@ describe('Health catalog (README: Concepts)', () => {
     h.take();
     h.take();
     const pending = h.next();
-    health.check();
+    health.runRound();
     await expect(pending).resolves.toMatchObject({ component: 'waiter', seq: 3 });
     const stuck = h.next();
     health.close();
@@ -267,9 +269,9 @@ describe('Health catalog (README: Concepts)', () => {
       }
     })();
     await sleep(0);
-    health.check();
+    health.runRound();
     await sleep(0);
-    health.check();
+    health.runRound();
     await loop;
     expect(seen).toEqual([1, 2, 3, 4]);
   });
@@ -298,7 +300,7 @@ describe('Health catalog (README: Concepts)', () => {
     try {
       catalog({ diagnostics: { minIntervalMs: 1_000 } }).close();
       expect(close).toHaveBeenCalledTimes(1);
-      catalog().useDiagnostics({ minIntervalMs: 1_000 }); // the default ones, made by the catalog
+      useDiagnostics(catalog(), { minIntervalMs: 1_000 }); // the default ones, made by the catalog
       expect(close).toHaveBeenCalledTimes(2);
     } finally {
       close.mockRestore();
@@ -313,7 +315,7 @@ describe('Health catalog (README: Concepts)', () => {
       expect(close).not.toHaveBeenCalled();
       // Replaced (how startLifeline hands over its own): the previous object is not the catalog's either.
       const other = catalog({ diagnostics: given });
-      other.useDiagnostics({ minIntervalMs: 1_000 });
+      useDiagnostics(other, { minIntervalMs: 1_000 });
       expect(close).not.toHaveBeenCalled();
     } finally {
       given.close();
@@ -324,5 +326,34 @@ describe('Health catalog (README: Concepts)', () => {
     expect(() => catalog().status('alive' as 'live')).toThrow(
       expect.objectContaining({ code: 'ERR_INVALID_OPTION', message: expect.stringContaining('"alive"') }),
     );
+  });
+});
+
+describe('names renamed in this version still work, as the CHANGELOG says', () => {
+  it('check() runs a round like runRound(): verdicts change only at a round', () => {
+    const runs = [
+      (h: Health) => {
+        h.runRound();
+      },
+      (h: Health) => {
+        h.check(); // eslint-disable-line @typescript-eslint/no-deprecated -- the alias under test
+      },
+    ];
+    for (const run of runs) {
+      const health = catalog({ maxMissedTicks: 1 });
+      const component = health.registerLiveness('worker');
+      component.take()?.run(() => undefined);
+      expect(health.status('live').unhealthy).toContain('worker'); // no round yet
+      run(health);
+      expect(health.status('live').healthy).toContain('worker');
+    }
+  });
+
+  it('buffer is read when maxMissedTicks is not given, and is the same number', () => {
+    /* eslint-disable @typescript-eslint/no-deprecated -- the alias under test */
+    expect(catalog({ buffer: 3 }).maxMissedTicks).toBe(3);
+    expect(catalog({ buffer: 3, maxMissedTicks: 5 }).buffer).toBe(5);
+    expect(catalog().maxMissedTicks).toBe(2);
+    /* eslint-enable @typescript-eslint/no-deprecated */
   });
 });

@@ -49,7 +49,7 @@ describe('ticks and handles under misuse', () => {
       await Promise.race([h.next({ signal: controller.signal }), sleep(0)]); // a consumer that gave up
       controller.abort();
     }
-    for (let i = 0; i < 3; i++) health.check(); // nobody takes: the buffer fills
+    for (let i = 0; i < 3; i++) health.runRound(); // nobody takes: the buffer fills
     expect(health.status('live').unhealthy).toEqual(['racer']);
   });
 
@@ -60,8 +60,8 @@ describe('ticks and handles under misuse', () => {
     h.take();
     const first = h.next();
     const second = h.next();
-    health.check();
-    health.check();
+    health.runRound();
+    health.runRound();
     const [a, b] = await Promise.all([first, second]);
     expect([a?.seq, b?.seq]).toEqual([3, 4]);
   });
@@ -75,7 +75,7 @@ describe('ticks and handles under misuse', () => {
     const waiting = h.next({ signal: controller.signal });
     controller.abort();
     await expect(waiting).resolves.toBeUndefined();
-    health.check();
+    health.runRound();
     expect(h.take()?.seq).toBe(3); // the round's tick was buffered, not handed to the aborted call
   });
 
@@ -91,7 +91,7 @@ describe('ticks and handles under misuse', () => {
     const health = catalog({ diagnostics: throwing });
     health.registerLiveness('c');
     expect(() => {
-      health.check();
+      health.runRound();
     }).not.toThrow();
   });
 });

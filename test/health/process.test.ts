@@ -47,7 +47,7 @@ describe('a catalog in a real process', () => {
   });
 
   it('the process-wide health takes its interval from LIFELINE_HEALTH_INTERVAL_MS', async () => {
-    const result = await runModule(`import { health } from 'otel-lifeline'; console.log(health.interval, health.buffer);`, {
+    const result = await runModule(`import { health } from 'otel-lifeline'; console.log(health.interval, health.maxMissedTicks);`, {
       env: { ...process.env, LIFELINE_HEALTH_INTERVAL_MS: '250' },
     });
     expect(result.stdout.trim()).toBe('250 2');

@@ -16,7 +16,7 @@ afterEach(() => {
 
 describe('tick spans (README: Concepts)', () => {
   it('one span per taken tick, named and attributed, ended when run settles', async () => {
-    const { health, spans } = setup({ interval: 1_000, buffer: 2 });
+    const { health, spans } = setup({ interval: 1_000, maxMissedTicks: 2 });
     const h = health.registerLiveness('poller');
     const tick = h.take();
     if (tick === undefined) throw new Error('no tick');
@@ -83,7 +83,7 @@ describe('tick spans (README: Concepts)', () => {
   });
 
   it('work that ends after the deadline ends the span with ERROR and lifeline.deadline.exceeded', async () => {
-    const { health, spans } = setup({ interval: 20, buffer: 1 });
+    const { health, spans } = setup({ interval: 20, maxMissedTicks: 1 });
     const h = health.registerLiveness('slow');
     const tick = h.take();
     await tick?.run(() => sleep(60));
@@ -149,7 +149,7 @@ describe('tick spans (README: Concepts)', () => {
   });
 
   it('tick.signal aborts at the deadline with a DeadlineExceededError', async () => {
-    const { health } = setup({ interval: 30, buffer: 1 });
+    const { health } = setup({ interval: 30, maxMissedTicks: 1 });
     const tick = health.registerLiveness('sig').take();
     const signal = tick?.signal;
     expect(signal?.aborted).toBe(false);
@@ -160,7 +160,7 @@ describe('tick spans (README: Concepts)', () => {
   });
 
   it('a settled run releases the tick timer: the signal does not fire later', async () => {
-    const { health } = setup({ interval: 30, buffer: 1 });
+    const { health } = setup({ interval: 30, maxMissedTicks: 1 });
     const tick = health.registerLiveness('released').take();
     const signal = tick?.run(() => tick.signal);
     await sleep(80);

@@ -47,8 +47,8 @@ describe('a failure lifeline catches so the app goes on is said once, at WARN', 
     const health = new Health({ interval: 60_000, diagnostics: failing, logger });
     try {
       health.registerLiveness('poller');
-      health.check();
-      health.check();
+      health.runRound();
+      health.runRound();
       expect(lines).toEqual([{ level: 'warn', obj: { err: 'exporter exploded' }, msg: 'lifeline: explaining a verdict failed' }]);
       expect(health.status('live').unhealthy).toEqual(['poller']);
     } finally {

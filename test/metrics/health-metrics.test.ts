@@ -56,12 +56,12 @@ describe('health as metrics (installHealthMetrics)', () => {
       while (busy.take() !== undefined);
     };
     for (const h of [busy, stuck]) while (h.take() !== undefined);
-    health.check(); // both took their ticks: healthy
+    health.runRound(); // both took their ticks: healthy
     drain();
-    health.check();
+    health.runRound();
     drain();
-    health.check();
-    health.check(); // `stuck` took nothing for three rounds: its buffer is full, it turned unhealthy
+    health.runRound();
+    health.runRound(); // `stuck` took nothing for three rounds: its buffer is full, it turned unhealthy
     drain();
 
     // A millisecond on, so the tick `stuck` has not taken has measurably waited.
@@ -85,14 +85,14 @@ describe('health as metrics (installHealthMetrics)', () => {
     // `stuck` recovers: no series stays at its old value.
     while (stuck.take() !== undefined);
     drain();
-    health.check();
+    health.runRound();
     expect(valueOf(await points(reader, 'lifeline.health.status'), { 'lifeline.health.component': 'stuck' })).toBe(1);
     const after = await points(reader, 'lifeline.health.components');
     expect(valueOf(after, { 'lifeline.health.probe': 'liveness', 'lifeline.health.state': 'unhealthy' })).toBe(0);
     expect(valueOf(after, { 'lifeline.health.probe': 'liveness', 'lifeline.health.state': 'healthy' })).toBe(2);
 
     installed.uninstall();
-    for (let i = 0; i < 3; i++) health.check(); // `busy` takes nothing now: unhealthy, but no longer reported
+    for (let i = 0; i < 3; i++) health.runRound(); // `busy` takes nothing now: unhealthy, but no longer reported
     expect(health.status('live').unhealthy).toContain('busy');
     expect(valueOf(await points(reader, 'lifeline.health.status'), { 'lifeline.health.component': 'busy' })).not.toBe(0);
   });

@@ -95,7 +95,7 @@ describe('addGrpcHealthService: grpc.health.v1.Health from the catalog', () => {
     expect(await check(rpc, '')).toBe('NOT_SERVING');
     expect(await check(rpc, 'live')).toBe('NOT_SERVING');
     poller.take();
-    health.check();
+    health.runRound();
     expect(await check(rpc, '')).toBe('SERVING');
     expect(await check(rpc, 'ready')).toBe('NOT_SERVING'); // the database component has not ticked
     expect(await check(rpc, 'startup')).toBe('SERVING');
@@ -131,7 +131,7 @@ describe('addGrpcHealthService: grpc.health.v1.Health from the catalog', () => {
     expect(await live.next()).toBe('NOT_SERVING');
     expect(await ready.next()).toBe('NOT_SERVING'); // readiness fails with liveness
     poller.take();
-    health.check();
+    health.runRound();
     expect(await live.next()).toBe('SERVING');
     expect(await ready.next()).toBe('SERVING');
     health.drain(); // shutting down: readiness fails, liveness stays

@@ -82,7 +82,7 @@ describe('probe server (README: API)', () => {
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({ status: 'fail', healthy: ['healthcheck'], unhealthy: ['listener'] });
     listener.take();
-    health.check();
+    health.runRound();
     res = await fetch(`${server.url}/live`);
     expect(res.status).toBe(200);
     res = await fetch(`${server.url}/ready`);
@@ -161,7 +161,7 @@ describe('probe server (README: API)', () => {
     const { health, server } = await serve();
     const h = health.registerLiveness('blocked');
     h.take();
-    health.check();
+    health.runRound();
     const tick = h.take();
     // The component's work never settles; the probe must not care.
     void tick?.run(() => new Promise(() => undefined));

@@ -199,9 +199,9 @@ describe('head sampling keeps the evidence (EvidenceSampler + EvidenceSpanProces
     while (!inFlight.spansOf(tick?.spanContext.traceId ?? '').some((s) => s.span.name === 'GET'))
       await new Promise((resolve) => setImmediate(resolve));
     expect(tickFlags).toBe(TraceFlags.NONE); // the sampler dropped the tick's trace
-    health.check();
-    health.check();
-    health.check(); // buffer full: unhealthy, and the verdict
+    health.runRound();
+    health.runRound();
+    health.runRound(); // buffer full: unhealthy, and the verdict
     expect(health.status('live').unhealthy).toEqual(['poller']);
     const [verdict] = exporter.getFinishedSpans().filter((s) => s.name.startsWith('health verdict'));
     expect(

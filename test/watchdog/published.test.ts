@@ -33,7 +33,7 @@ describe('probes served by the watchdog thread', () => {
       const component = health.registerLiveness(`worker-${String(i)}`);
       expect(await live()).toBe(503); // registered with a full buffer: unhealthy until a round
       component.take();
-      health.check();
+      health.runRound();
       expect(await live()).toBe(200);
       component.deregister();
     }
