@@ -4,7 +4,7 @@ import { currentDeadline, DeadlineExceededError, Health, LifelineError, withTime
 import { memoryTracing, sleep } from '../support/tracing.js';
 
 const catalogs: Health[] = [];
-function setup(options: { interval?: number; buffer?: number } = {}) {
+function setup(options: { interval?: number; maxMissedTicks?: number } = {}) {
   const tracing = memoryTracing();
   const health = new Health({ ...options, tracerProvider: tracing.provider });
   catalogs.push(health);
