@@ -6,8 +6,9 @@
  */
 
 export { startLifeline, type Lifeline, type LifelineOptions } from './start-lifeline.js';
-export { forceFlush, lifelineParts, type LifelineParts, type LifelinePartsOptions } from './lifeline-parts.js';
-export { GrpcDeadlineInstrumentation, type GrpcDeadlineInstrumentationConfig } from './grpc-deadline-instrumentation.js';
+export { forceFlush, lifelineParts } from './lifeline-parts.js';
+export type { LifelineParts, LifelinePartsOptions } from './parts.js';
+export { GrpcDeadlineInstrumentation, type GrpcDeadlineInstrumentationConfig } from '../grpc/instrumentations.js';
 export type { RetryOptions } from '../export/index.js';
 export { EvidenceSampler, EvidenceSpanProcessor, type EvidenceSpanProcessorOptions } from '../sampling/index.js';
 // The span processors an SDK of your own may want singly; lifelineParts() composes them all, in order.

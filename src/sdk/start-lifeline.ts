@@ -21,7 +21,8 @@ import {
   type RetryOptions,
 } from '../export/index.js';
 import { EvidenceSampler, EvidenceSpanProcessor, samplerFromEnv, type EvidenceSpanProcessorOptions } from '../sampling/index.js';
-import { assembleParts, lifelineRunning, type Lifeline, type LifelineParts, type LifelinePartsOptions } from './lifeline-parts.js';
+import { assembleParts, lifelineRunning } from './lifeline-parts.js';
+import type { Lifeline, LifelineParts, LifelinePartsOptions } from './parts.js';
 
 /** Options of {@link startLifeline}. */
 export interface LifelineOptions extends LifelinePartsOptions {
@@ -77,7 +78,7 @@ export interface LifelineOptions extends LifelinePartsOptions {
   esmHook?: boolean;
 }
 
-export type { Lifeline } from './lifeline-parts.js';
+export type { Lifeline } from './parts.js';
 
 /**
  * Starts OpenTelemetry's SDK (its NodeSDK when `OTEL_LOGS_EXPORTER` or `OTEL_METRICS_EXPORTER`

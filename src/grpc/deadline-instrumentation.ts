@@ -7,7 +7,7 @@ import {
   type InstrumentationConfig,
 } from '@opentelemetry/instrumentation';
 import { createRequire } from 'node:module';
-import { boundUntilMetadata, grpcCallDeadline, grpcDeadline, runWithInboundDeadline } from '../grpc/index.js';
+import { boundUntilMetadata, grpcCallDeadline, grpcDeadline, runWithInboundDeadline } from './grpc-deadlines.js';
 import { InboundDeadlines, type InboundDeadlineOptions } from '../inbound/index.js';
 import { DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions } from '../policy/index.js';
 import { recordDeadline } from '../processors/index.js';
