@@ -241,7 +241,6 @@ export function assembleParts(
             : ({ logger: _logger, ...rest }: ProbeOptions) => guard.serveProbes(health, rest); // its log lines come back through the watchdog's logger
         ({ probe, member } = options.probe === false ? {} : await probeServer(options.probe ?? {}, serve, health, options.logger));
         probePort = probe?.port;
-        useDiagnostics(health, diagnostics);
         // Stuck work is exported with no verdict needed: a service that registered nothing has none.
         diagnostics.watchStuck(interval);
         // After the SDK started: the meter is taken from the global provider it registered.
@@ -252,6 +251,9 @@ export function assembleParts(
             metricsOptions.meterProvider ? { meterProvider: metricsOptions.meterProvider } : {},
           );
         }
+        // Last, when nothing can throw: a failed start closes these diagnostics, and the catalog
+        // must not keep closed ones.
+        useDiagnostics(health, diagnostics);
       } catch (err) {
         await release(false);
         running = false;

@@ -18,7 +18,11 @@ import type {
 
 /** What lifeline adds to an OpenTelemetry SDK, whoever creates the SDK. */
 export interface LifelinePartsOptions {
-  /** The catalog to serve; default the process-wide `health`. */
+  /**
+   * The catalog to serve; default the process-wide `health`. From `start()` on, its verdicts are
+   * explained by the diagnostics made from {@link LifelinePartsOptions.diagnostics} (they read the
+   * spans in flight), in place of those it was built with.
+   */
   health?: Health;
   /**
    * Probe server options, or `false` for no probe server. When the port is taken by this service
