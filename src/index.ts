@@ -72,7 +72,7 @@ export {
 } from './watchdog/index.js';
 
 // A verdict's evidence: deadlines on spans, what is in flight, the snapshot.
-export { DeadlineSpanProcessor } from './processors/index.js';
+export { DeadlineSpanProcessor } from './deadline-spans/index.js';
 export {
   Diagnostics,
   InFlightSpanProcessor,

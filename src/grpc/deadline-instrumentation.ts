@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import { boundUntilMetadata, grpcCallDeadline, grpcDeadline, runWithInboundDeadline } from './grpc-deadlines.js';
 import { InboundDeadlines, type InboundDeadlineOptions } from '../inbound/index.js';
 import { DeadlinePolicy, type CallDeadline, type DeadlinePolicyOptions } from '../policy/index.js';
-import { recordDeadline } from '../processors/index.js';
+import { recordDeadline } from '../deadline-spans/index.js';
 
 /**
  * Options of {@link GrpcDeadlineInstrumentation}. `trustInbound`, `minInboundMs` and `maxInboundMs`

@@ -1,8 +1,6 @@
 export { installHttpDeadlines } from './http-deadlines.js';
 // For lifeline's SDK wiring (client spans record a deadline the policy gave); not re-exported by the package.
 export { policyDeadlineOf } from './http-deadlines.js';
-// For lifeline's SIGTERM handling: the app's servers stop accepting before the last flush.
-export { trackHttpServers, type TrackedServers } from './servers.js';
 // For diagnostics: which of the app's functions serve a stuck request.
 export { requestHandlers, requestRoute } from './handlers.js';
 // For lifeline's SDK wiring: requests named by the route their framework matched.

@@ -5,7 +5,8 @@ import { RandomIdGenerator } from '@opentelemetry/sdk-trace';
 import { createRequire } from 'node:module';
 import { DEFAULT_HEADERS_TIMEOUT_MS, exporterAskedFor, unsupportedNode } from '../config/index.js';
 import { MAX_TIMER_MS, numberOption } from '../errors/index.js';
-import { installRouteNames, policyDeadlineOf, trackHttpServers } from '../http/index.js';
+import { installRouteNames, policyDeadlineOf } from '../http/index.js';
+import { trackHttpServers, watchEnding } from '../shutdown/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
 import { installDriverDeadlines } from '../drivers/index.js';
 import { installHttp2Deadlines } from '../http2/index.js';
@@ -18,7 +19,7 @@ import { SnapshotIdGenerator } from '../diagnostics/index.js';
 import { RedactionSpanProcessor } from '../redaction/index.js';
 import { startWatchdog, type Watchdog } from '../watchdog/index.js';
 import { defaultLogger, loggerOrDefault, logSwallowed } from '../log/index.js';
-import { recordDeadline } from '../processors/index.js';
+import { recordDeadline } from '../deadline-spans/index.js';
 import { DeadlineMetricsSpanProcessor, installHealthMetrics, installStuckMetrics, type HealthMetricsOptions } from '../metrics/index.js';
 import {
   LifelineError,
@@ -38,7 +39,6 @@ import { GrpcDeadlineInstrumentation, GrpcHealthInstrumentation } from '../grpc/
 import { syncBuiltinViews } from './builtin-views.js';
 import type { Lifeline, LifelineParts, LifelinePartsOptions } from './parts.js';
 import { leaveInstance, probeServer, type ProbeOptions } from './probe-or-member.js';
-import { watchEnding } from './process-ending.js';
 
 // Required, not imported: see the probe server (an ES import of node:http sets a global).
 const http = createRequire(import.meta.url)('node:http') as typeof import('node:http');

@@ -1,7 +1,5 @@
 import { trace } from '@opentelemetry/api';
-import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
@@ -11,12 +9,8 @@ import { PROBE_KINDS, SELF_COMPONENT, type Health, type HealthStatus, type Probe
 import { loggerOrDefault, type Logger } from '../log/index.js';
 import { startProbeServer, type ProbeServer } from '../probe/index.js';
 import { describeFrame, topUserFrame, type BlockedFrame } from './frames.js';
+import { beatPeriodMs, startHeartbeat } from './heartbeat.js';
 import {
-  BEAT,
-  BEAT_TIME_OFFSET,
-  HEARTBEAT_BYTES,
-  INSPECTOR_OPEN,
-  STARTED,
   type BlockMessage,
   type FromWatchdog,
   type ServedProbeOptions,
@@ -100,22 +94,8 @@ export interface Watchdog {
 
 const HOOK = Symbol.for('otel-lifeline.watchdog');
 
-/** The longest start-up (module loading, warm-up) before a block is the app's own, whatever else says so. */
-const STARTUP_MAX_MS = 60_000;
-/** Published by node:http as a server takes each request. */
-const REQUEST_START = 'http.server.request.start';
-
 /** The reply of a thread that is gone, to whoever awaits one. */
 const THREAD_EXITED = { type: 'serve-failed', name: 'Error', code: 'ERR_WATCHDOG_EXITED', message: 'the watchdog thread exited' } as const;
-
-/** The open inspector server's URL; a Node built without the inspector has none. */
-const inspectorUrl = ((): (() => string | undefined) => {
-  try {
-    return (createRequire(import.meta.url)('node:inspector') as typeof import('node:inspector')).url;
-  } catch {
-    return () => undefined;
-  }
-})();
 
 /**
  * Starts a watchdog thread for the event loop of this (the main) thread. This thread bumps a
@@ -150,56 +130,17 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
       `the watchdog thread's script is missing (${fileURLToPath(script)}): keep otel-lifeline out of bundles`,
     );
   }
-  // A beat every quarter threshold (at most 250 ms): a block is seen within 1¼ thresholds.
-  const periodMs = Math.max(5, Math.min(250, thresholdMs / 4));
-  const heartbeat = new SharedArrayBuffer(HEARTBEAT_BYTES);
-  const beats = new Int32Array(heartbeat, 0, BEAT_TIME_OFFSET / Int32Array.BYTES_PER_ELEMENT);
-  const beatTime = new BigInt64Array(heartbeat, BEAT_TIME_OFFSET, 1);
+  const periodMs = beatPeriodMs(thresholdMs);
   let served: Health | undefined;
   let stopPublishing: (() => void) | undefined;
   const published = new Map<ProbeKind, HealthStatus>();
-  const noteInspector = (): void => {
-    Atomics.store(beats, INSPECTOR_OPEN, inspectorUrl() === undefined ? 0 : 1);
-  };
-  // Before the thread starts: `--inspect-brk` may stop this thread before its first beat.
-  noteInspector();
-  // Start-up ends once the app serves: its first request, the catalog's first round (a component
-  // turned healthy), or its loop idle for half a beat (it waits for work: done starting).
-  let startingUp = true;
-  const started = (): void => {
-    if (!startingUp) return;
-    startingUp = false;
-    Atomics.store(beats, STARTED, 1);
-    unsubscribe(REQUEST_START, started);
-  };
-  subscribe(REQUEST_START, started);
-  let loop = performance.eventLoopUtilization();
-  // A busy process that serves no HTTP and has no component (a queue consumer) is never idle for
-  // half a beat: its start-up ends after a minute all the same, or its blocks would be start-up's.
-  const startupEnds = performance.now() + STARTUP_MAX_MS;
-  const beat = setInterval(() => {
-    Atomics.store(beatTime, 0, BigInt(Math.round((performance.timeOrigin + performance.now()) * 1_000)));
-    Atomics.add(beats, BEAT, 1);
-    noteInspector();
-    if (startingUp) {
-      const now = performance.eventLoopUtilization();
-      if (
-        now.idle - loop.idle >= periodMs / 2 ||
-        served?.report().some((component) => component.healthy) === true ||
-        performance.now() >= startupEnds
-      )
-        started();
-      loop = now;
-    }
-    // After this turn's timers: when the process was stopped past the catalog's stall limit, its
-    // round is overdue too and runs first, so the verdict published is not "rounds stalled".
-    setImmediate(publish).unref();
-  }, periodMs).unref();
+  // Each beat publishes the verdicts too: a probe answered on the thread is at most a beat old.
+  const heart = startHeartbeat(periodMs, () => served?.report().some((component) => component.healthy) === true, publish);
 
   const hook = { activeSpan: activeSpanId };
   (globalThis as Record<symbol, unknown>)[HOOK] = hook;
   const data: WatchdogWorkerData = {
-    heartbeat,
+    heartbeat: heart.buffer,
     thresholdMs,
     pollMs: periodMs,
     minReportIntervalMs,
@@ -276,7 +217,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     // Not closed by us (a crash, its heap limit): the probes it served must not go with it, or the
     // kubelet restarts a healthy pod. They are served from this thread again, as without a watchdog.
     if (closing === undefined) {
-      clearInterval(beat);
+      heart.stop();
       logger.warn(
         { code },
         `lifeline: the watchdog thread exited; blocked event loops are not reported${takeOver === undefined ? '' : ', and probes are served on the main thread'}`,
@@ -415,8 +356,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     close() {
       closing ??= (async () => {
         takeOver = undefined;
-        clearInterval(beat);
-        unsubscribe(REQUEST_START, started);
+        heart.stop();
         stopPublishing?.();
         await closeMainProbes();
         if ((globalThis as Record<symbol, unknown>)[HOOK] === hook) Reflect.deleteProperty(globalThis, HOOK);

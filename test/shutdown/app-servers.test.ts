@@ -7,7 +7,7 @@ import { once } from 'node:events';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { trackHttpServers, type TrackedServers } from '../../src/http/index.js';
+import { trackHttpServers, type TrackedServers } from '../../src/shutdown/index.js';
 import { runNode, type NodeResult } from '../support/node.js';
 
 let tracked: TrackedServers;
