@@ -1,4 +1,5 @@
 import { parseArgs, styleText } from 'node:util';
+import { DEFAULT_PROBE_PORT } from '../config/index.js';
 import { parseDuration } from './duration.js';
 
 /** Where a command writes: injected so tests and the bin share one code path. */
@@ -13,7 +14,7 @@ export const EXIT_FAIL = 1;
 export const EXIT_UNREACHABLE = 2;
 
 const PROBES = ['live', 'ready', 'startup'] as const;
-const DEFAULT_URL = 'http://127.0.0.1:5555';
+const DEFAULT_URL = `http://127.0.0.1:${String(DEFAULT_PROBE_PORT)}`;
 
 export const HEALTH_USAGE = `Usage: lifeline health [--url URL] [--probe live|ready|startup] [--timeout 20s] [--json]
 

@@ -1,4 +1,5 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { bracketed } from '../net/index.js';
 import type { HandleInfo } from './types.js';
 
 const RESOLUTION_MS = 20;
@@ -99,7 +100,7 @@ function describe(handle: ReportHandle): HandleInfo {
 function endpoint(e: ReportHandle['localEndpoint']): string {
   if (e === null || e === undefined) return '-';
   const host = e.ip4 ?? e.ip6 ?? e.host ?? '?';
-  return `${host.includes(':') ? `[${host}]` : host}:${e.port ?? '?'}`;
+  return `${bracketed(host)}:${e.port ?? '?'}`;
 }
 
 function round(ms: number): number {

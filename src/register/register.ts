@@ -10,7 +10,7 @@
 // `NODE_OPTIONS` (npm, npx, yarn, pnpm) skip lifeline without loading it.
 import { basename, join } from 'node:path';
 import { isMainThread } from 'node:worker_threads';
-import { inKubernetes, unsupportedNode } from '../config/index.js';
+import { DEFAULT_PROBE_PORT, inKubernetes, unsupportedNode } from '../config/index.js';
 import { errorText } from '../errors/index.js';
 
 // Processes that only start the service — package managers (`npm start`), watchers and process
@@ -106,7 +106,7 @@ async function start(): Promise<void> {
       // A busy port names its holder (`process 4242 (node)`), found when lifeline would not defer to it.
       const holder = (err as { holder?: unknown }).holder;
       fail(
-        `cannot start the probe server on LIFELINE_PROBE_HOST=${JSON.stringify(config.probe.host ?? '(default)')} LIFELINE_PROBE_PORT=${JSON.stringify(String(config.probe.port ?? 5555))} (${code}${typeof holder === 'string' ? `: held by ${holder}` : ''})`,
+        `cannot start the probe server on LIFELINE_PROBE_HOST=${JSON.stringify(config.probe.host ?? '(default)')} LIFELINE_PROBE_PORT=${JSON.stringify(String(config.probe.port ?? DEFAULT_PROBE_PORT))} (${code}${typeof holder === 'string' ? `: held by ${holder}` : ''})`,
       );
     }
     fail(errorText(err));

@@ -2,6 +2,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { Server, ServerResponse } from 'node:http';
 import { Server as NetServer, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { unmapped } from '../net/index.js';
 
 /**
  * How long the drained servers must have had no request in flight before their idle keep-alive
@@ -58,7 +59,7 @@ function responseOn(socket: Socket): ServerResponse | undefined {
 /** `::ffff:127.0.0.1` (an IPv4 peer of a dual-stack socket) and `127.0.0.1` are one address. */
 function endpoint(address: string | undefined, port: number | undefined): string | undefined {
   if (address === undefined || port === undefined) return undefined;
-  return `${address.startsWith('::ffff:') ? address.slice(7) : address}:${port}`;
+  return `${unmapped(address)}:${port}`;
 }
 
 /**
