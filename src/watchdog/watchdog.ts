@@ -7,6 +7,7 @@ import type { RedactionOptions } from '../redaction/index.js';
 import { errorText, LifelineError, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import { PROBE_KINDS, SELF_COMPONENT, type Health, type HealthStatus, type ProbeKind } from '../health/index.js';
 import { loggerOrDefault, type Logger } from '../log/index.js';
+import { isoTime } from '../semconv/index.js';
 import { startProbeServer, type ProbeServer } from '../probe/index.js';
 import { describeFrame, topUserFrame, type BlockedFrame } from './frames.js';
 import { beatPeriodMs, startHeartbeat } from './heartbeat.js';
@@ -48,8 +49,8 @@ export interface WatchdogOptions {
 export interface EventLoopBlock {
   /** How long the loop did not run, in ms (to within a heartbeat). */
   readonly blockedMs: number;
-  /** When it began, as an ISO time. */
-  readonly startedAt: string;
+  /** When it began, epoch ms (as every time a program reads from lifeline). */
+  readonly startedAt: number;
   /** The blocked stack, innermost first; empty when it was not captured. */
   readonly frames: readonly BlockedFrame[];
   /** The frame that explains it (the innermost not in Node's own code). */
@@ -181,7 +182,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
         logger[block.startup ? 'debug' : 'warn'](
           {
             blockedMs: Math.round(block.blockedMs),
-            startedAt: block.startedAt,
+            startedAt: isoTime(block.startedAt), // for a person reading the log
             top: block.blockedIn,
             exported: message.reported,
             ...(block.startup ? { startup: true } : {}),
@@ -247,7 +248,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
         stalledMs: Math.round(message.stalledMs),
         starvedMs: Math.round(message.starvedMs),
         ...(message.mainThreadCpuMs === undefined ? {} : { mainThreadCpuMs: Math.round(message.mainThreadCpuMs) }),
-        startedAt: new Date(message.startedAt).toISOString(),
+        startedAt: message.startedAt,
         ...(unsaid === 0 ? {} : { unsaid }),
       },
       `lifeline: the process got no CPU for ${(message.starvedMs / 1_000).toFixed(1)} s (stopped, paused, or throttled at its CPU limit): the event loop stalled ${(message.stalledMs / 1_000).toFixed(1)} s, starved, not blocked`,
@@ -378,7 +379,7 @@ function toBlock(message: BlockMessage): EventLoopBlock {
   const where = top !== undefined ? ` in ${describeFrame(top)}` : message.native ? ' outside JavaScript' : '';
   return {
     blockedMs: message.blockedMs,
-    startedAt: new Date(message.startedAt).toISOString(),
+    startedAt: message.startedAt,
     frames: message.frames,
     top,
     blockedIn: top === undefined ? undefined : describeFrame(top),

@@ -39,3 +39,29 @@ describe('probes served by the watchdog thread', () => {
     }
   });
 });
+
+describe('a block as the app is told of it', () => {
+  it('startedAt is epoch ms, as every time lifeline hands a program', async () => {
+    let told: (block: Lifeline.EventLoopBlock) => void = () => undefined;
+    const block = new Promise<Lifeline.EventLoopBlock>((resolve) => {
+      told = resolve;
+    });
+    const watchdog = startWatchdog({
+      thresholdMs: 100,
+      exportSpans: false,
+      logger: { warn: () => undefined, info: () => undefined, debug: () => undefined },
+      onBlock: (b) => {
+        told(b);
+      },
+    });
+    cleanup.push(() => watchdog.close());
+    const began = Date.now();
+    while (Date.now() - began < 600); // the block itself
+    const { startedAt, blockedMs } = await block;
+    expect(typeof startedAt).toBe('number');
+    // Within a heartbeat of when the loop stopped (the beat before the block).
+    expect(startedAt).toBeGreaterThanOrEqual(began - 1_000);
+    expect(startedAt).toBeLessThanOrEqual(began + 50);
+    expect(blockedMs).toBeGreaterThanOrEqual(500);
+  });
+});
