@@ -18,6 +18,7 @@ export {
   Health,
   type ComponentHandle,
   type Tick,
+  // eslint-disable-next-line @typescript-eslint/no-deprecated -- the old name, still exported until 1.0
   type ComponentProbe,
   type EventLoopStatus,
   type HealthOptions,

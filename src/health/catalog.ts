@@ -11,7 +11,7 @@ import { invalidOption, LifelineError, MAX_TIMER_MS, numberOption, oneOf } from 
 import { defaultLogger, logSwallowed, type Logger } from '../log/index.js';
 import { scopeTracer } from '../semconv/index.js';
 import { ComponentHandle, type ComponentReport } from './component.js';
-import type { ComponentProbe } from './tick.js';
+import type { ProbeKind } from './tick.js';
 
 /** Options of a {@link Health} catalog. */
 export interface HealthOptions {
@@ -42,9 +42,6 @@ export interface RegisterOptions {
   /** Healthy once means healthy forever: stop pinging after the first healthy round. */
   once?: boolean;
 }
-
-/** The probe a status is asked for. */
-export type ProbeKind = 'live' | 'ready' | 'startup';
 
 /** The verdicts for one probe. Names are sorted; `ok` iff `unhealthy` is empty. */
 export interface HealthStatus {
@@ -77,11 +74,13 @@ export const SELF_COMPONENT = 'healthcheck';
 export const DRAIN_COMPONENT = 'shutdown';
 const RESERVED = [SELF_COMPONENT, DRAIN_COMPONENT];
 
-/** Every probe, as the probe server serves them (`/live`, `/ready`, `/startup`). */
-export const PROBE_KINDS: readonly ProbeKind[] = ['live', 'ready', 'startup'];
-const MEMBERS: Record<ProbeKind, readonly ComponentProbe[]> = {
-  live: ['liveness'],
-  ready: ['liveness', 'readiness'],
+/** Every probe. */
+export const PROBE_KINDS: readonly ProbeKind[] = ['liveness', 'readiness', 'startup'];
+// The probe server's paths, which status() still takes: `/live`, `/ready`, `/startup`.
+const PATHS: Readonly<Record<string, ProbeKind>> = { live: 'liveness', ready: 'readiness', startup: 'startup' };
+const MEMBERS: Record<ProbeKind, readonly ProbeKind[]> = {
+  liveness: ['liveness'],
+  readiness: ['liveness', 'readiness'],
   startup: ['startup'],
 };
 
@@ -205,14 +204,15 @@ export class Health {
   }
 
   /**
-   * The verdicts for one probe: `live` = liveness components, `ready` = liveness ∪ readiness,
-   * `startup` = startup components; each with the catalog's own `healthcheck`.
+   * The verdicts for one probe: `liveness` = liveness components, `readiness` = liveness ∪
+   * readiness, `startup` = startup components; each with the catalog's own `healthcheck`. A read:
+   * nothing changes. The probe servers' short names (`live`, `ready`) are still taken.
    */
-  status(probe: ProbeKind = 'ready'): HealthStatus {
-    oneOf('probe', probe, PROBE_KINDS);
-    const verdicts = (this.#verdicts[probe] ??= this.#collect(probe));
+  status(probe: ProbeKind | 'live' | 'ready' = 'readiness'): HealthStatus {
+    const kind = oneOf('probe', (PATHS as Partial<Record<string, ProbeKind>>)[probe] ?? probe, PROBE_KINDS);
+    const verdicts = (this.#verdicts[kind] ??= this.#collect(kind));
     const selfHealthy = this.#selfHealthy();
-    const draining = this.#draining && probe === 'ready';
+    const draining = this.#draining && kind === 'readiness';
     // Probes ask far more often than verdicts change: the same frozen status serves them all.
     const cached = verdicts.status;
     if (cached !== undefined && cached.selfHealthy === selfHealthy && cached.draining === draining) return cached.status;
@@ -333,7 +333,7 @@ export class Health {
     return result.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
-  #register(name: string, probe: ComponentProbe, once: boolean): ComponentHandle {
+  #register(name: string, probe: ProbeKind, once: boolean): ComponentHandle {
     if (typeof name !== 'string' || name.trim() === '') throw invalidOption('name', name, 'a non-empty string');
     if (RESERVED.includes(name))
       throw invalidOption('name', name, `a name other than the reserved ${RESERVED.map((r) => JSON.stringify(r)).join(' and ')}`);

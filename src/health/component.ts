@@ -1,7 +1,7 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { DiagnosedComponent } from '../diagnostics/index.js';
 import { LifelineError } from '../errors/index.js';
-import { Tick, type ComponentProbe } from './tick.js';
+import { Tick, type ProbeKind } from './tick.js';
 
 /** A tick waiting in a component's buffer: just two numbers until the component takes it. */
 interface BufferedTick {
@@ -13,7 +13,7 @@ interface BufferedTick {
 /** @internal One component as health metrics report it. */
 export interface ComponentReport {
   readonly name: string;
-  readonly probe: ComponentProbe;
+  readonly probe: ProbeKind;
   readonly healthy: boolean;
   /** How long its oldest tick has waited to be taken (ms; 0 when none waits): how far behind it is. */
   readonly lagMs: number;
@@ -24,7 +24,7 @@ export interface ComponentReport {
 /** @internal What a handle needs from its catalog. */
 export interface ComponentInit {
   name: string;
-  probe: ComponentProbe;
+  probe: ProbeKind;
   once: boolean;
   bufferSize: number;
   registeredAt: number;
@@ -42,7 +42,7 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
   /** The component's name, unique in its catalog. */
   readonly name: string;
   /** The probe this component answers to. */
-  readonly probe: ComponentProbe;
+  readonly probe: ProbeKind;
   readonly #once: boolean;
   readonly #bufferSize: number;
   readonly #tracer: Tracer;

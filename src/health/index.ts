@@ -7,8 +7,8 @@ export {
   type EventLoopStatus,
   type HealthStatus,
   SELF_COMPONENT,
-  type ProbeKind,
   type RegisterOptions,
 } from './catalog.js';
 export { ComponentHandle, type ComponentReport } from './component.js';
-export { Tick, type ComponentProbe } from './tick.js';
+// eslint-disable-next-line @typescript-eslint/no-deprecated -- the old name, still exported
+export { Tick, type ComponentProbe, type ProbeKind } from './tick.js';

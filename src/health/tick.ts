@@ -12,13 +12,20 @@ import {
   isoTime,
 } from '../semconv/index.js';
 
-/** Which probe a component answers to, as recorded in `lifeline.health.probe`. */
-export type ComponentProbe = 'liveness' | 'readiness' | 'startup';
+/**
+ * A probe, by Kubernetes' names (`livenessProbe`, `readinessProbe`, `startupProbe`): what a
+ * component answers to (`registerLiveness`…), what `status()` is asked for, and what
+ * `lifeline.health.probe` records. The probe server serves them at `/live`, `/ready`, `/startup`.
+ */
+export type ProbeKind = 'liveness' | 'readiness' | 'startup';
+
+/** @deprecated Renamed {@link ProbeKind}: one vocabulary for probes. */
+export type ComponentProbe = ProbeKind;
 
 /** @internal What a tick is made from when a component takes it. */
 export interface TickInit {
   component: string;
-  probe: ComponentProbe;
+  probe: ProbeKind;
   seq: number;
   issuedAt: number;
   deadline: number;

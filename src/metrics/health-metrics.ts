@@ -2,7 +2,7 @@ import { metrics, type BatchObservableResult, type MeterProvider, type Observabl
 import { ProcessView } from '../diagnostics/index.js';
 import { numberOption } from '../errors/index.js';
 import { installed, type Installed } from '../install/index.js';
-import type { ComponentProbe, Health } from '../health/index.js';
+import type { ProbeKind, Health } from '../health/index.js';
 import { cpuStarvation } from '../watchdog/index.js';
 import {
   ATTR_HEALTH_COMPONENT,
@@ -19,7 +19,7 @@ import {
 } from '../semconv/index.js';
 
 // A record, so the compiler checks it names every probe a component can answer to.
-const PROBES: Readonly<Record<ComponentProbe, true>> = { liveness: true, readiness: true, startup: true };
+const PROBES: Readonly<Record<ProbeKind, true>> = { liveness: true, readiness: true, startup: true };
 const COMPONENT_PROBES = Object.keys(PROBES);
 const STATES = ['healthy', 'unhealthy'];
 

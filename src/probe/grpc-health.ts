@@ -5,7 +5,12 @@ import type { Health, ProbeKind } from '../health/index.js';
  * Kubernetes' gRPC probe asks when it names no service) and `"live"` are liveness, `"ready"`
  * readiness, `"startup"` the startup probe.
  */
-export const GRPC_HEALTH_SERVICES: Readonly<Record<string, ProbeKind>> = { '': 'live', live: 'live', ready: 'ready', startup: 'startup' };
+export const GRPC_HEALTH_SERVICES: Readonly<Record<string, ProbeKind>> = {
+  '': 'liveness',
+  live: 'liveness',
+  ready: 'readiness',
+  startup: 'startup',
+};
 
 // grpc.health.v1.HealthCheckResponse.ServingStatus
 const SERVING = 1;

@@ -93,8 +93,8 @@ export interface ProbeServer {
 }
 
 const ROUTES: ReadonlyMap<string, ProbeKind> = new Map([
-  ['/live', 'live'],
-  ['/ready', 'ready'],
+  ['/live', 'liveness'],
+  ['/ready', 'readiness'],
   ['/startup', 'startup'],
 ]);
 
@@ -274,7 +274,7 @@ function failureLog(logger: Logger, intervalMs: number): (probe: ProbeKind, unhe
 /** `health` with the liveness of the instance's other processes that report here. */
 function withMembers(health: HealthView, members: ServiceMembers): HealthView {
   return {
-    status: (probe) => (probe === 'live' ? members.live(health.status(probe)) : health.status(probe)),
+    status: (probe) => (probe === 'liveness' ? members.live(health.status(probe)) : health.status(probe)),
     diagnose: () => health.diagnose(),
   };
 }

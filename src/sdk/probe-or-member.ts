@@ -42,7 +42,7 @@ export async function probeServer(
     const member = await joinHolder({
       port,
       host: rest.host ?? '127.0.0.1',
-      live: () => health.status('live'),
+      live: () => health.status('liveness'),
       staleAfterMs: health.stallAfterMs,
       everyMs: Math.max(100, health.interval / 2),
       logger: log,

@@ -356,4 +356,18 @@ describe('names renamed in this version still work, as the CHANGELOG says', () =
     expect(catalog().maxMissedTicks).toBe(2);
     /* eslint-enable @typescript-eslint/no-deprecated */
   });
+
+  it("status() takes Kubernetes' probe names, and still the probe server's short ones", () => {
+    const health = catalog();
+    const live = health.registerLiveness('poller');
+    health.registerReadiness('db');
+    live.take();
+    health.runRound();
+    expect(health.status('liveness')).toEqual({ ok: true, healthy: ['healthcheck', 'poller'], unhealthy: [] });
+    expect(health.status('readiness')).toMatchObject({ ok: false, unhealthy: ['db'] });
+    expect(health.status('live')).toBe(health.status('liveness'));
+    expect(health.status('ready')).toBe(health.status('readiness'));
+    expect(health.status()).toBe(health.status('readiness'));
+    expect(() => health.status('alive' as 'live')).toThrow(/probe/);
+  });
 });

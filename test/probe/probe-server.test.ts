@@ -146,14 +146,14 @@ describe('probe server (README: API)', () => {
     const { health, server, logger } = await serve({ failureLogIntervalMs: 60_000 });
     health.registerLiveness('stuck');
     for (let i = 0; i < 5; i++) await fetch(`${server.url}/live`);
-    expect(logger.lines).toEqual([{ obj: { probe: 'live', unhealthy: ['stuck'] }, msg: 'healthcheck failed' }]);
+    expect(logger.lines).toEqual([{ obj: { probe: 'liveness', unhealthy: ['stuck'] }, msg: 'healthcheck failed' }]);
     health.registerLiveness('also-stuck'); // a new failing set is logged at once
     await fetch(`${server.url}/live`);
     await fetch(`${server.url}/ready`);
     expect(logger.lines.map((l) => l.obj)).toEqual([
-      { probe: 'live', unhealthy: ['stuck'] },
-      { probe: 'live', unhealthy: ['also-stuck', 'stuck'] },
-      { probe: 'ready', unhealthy: ['also-stuck', 'stuck'] },
+      { probe: 'liveness', unhealthy: ['stuck'] },
+      { probe: 'liveness', unhealthy: ['also-stuck', 'stuck'] },
+      { probe: 'readiness', unhealthy: ['also-stuck', 'stuck'] },
     ]);
   });
 

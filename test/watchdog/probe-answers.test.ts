@@ -81,13 +81,13 @@ function probes(thresholdMs = 300) {
 describe('ThreadProbes: the verdicts published by the main thread, failed by a long block', () => {
   it('answers the published verdicts; fails live and ready only once the block passed both limits, never startup', () => {
     const { thread, block } = probes(300);
-    thread.receive({ type: 'status', probe: 'live', status: published });
+    thread.receive({ type: 'status', probe: 'liveness', status: published });
     thread.receive({ type: 'status', probe: 'startup', status: published });
-    expect(thread.health.status('ready')).toEqual({ ok: true, healthy: [], unhealthy: [] }); // nothing published yet
+    expect(thread.health.status('readiness')).toEqual({ ok: true, healthy: [], unhealthy: [] }); // nothing published yet
     // Not serving yet: no limit, no failure however long.
     block(60_000);
     expect(thread.failsProbes(60_000)).toBe(false);
-    expect(thread.health.status('live')).toBe(published);
+    expect(thread.health.status('liveness')).toBe(published);
     // The catalog's stall limit (2 s) is past the threshold: that one counts.
     thread.receive({ type: 'serve', options: { port: 0, host: '127.0.0.1' }, stallAfterMs: 2_000 });
     cleanup.push(() => {
@@ -95,16 +95,16 @@ describe('ThreadProbes: the verdicts published by the main thread, failed by a l
     });
     expect([thread.failsProbes(1_999), thread.failsProbes(2_000)]).toEqual([false, true]);
     block(1_999, 5_000); // long, but most of it starved of CPU: a restart would not give it any
-    expect(thread.health.status('live')).toBe(published);
+    expect(thread.health.status('liveness')).toBe(published);
     block(2_000, 2_000, [crunch]);
-    expect(thread.health.status('live')).toMatchObject({
+    expect(thread.health.status('liveness')).toMatchObject({
       ok: false,
       unhealthy: [SELF],
       eventLoop: { blockedIn: 'crunchReport (/app/report.js:8)' },
     });
     expect(thread.health.status('startup')).toBe(published);
     block(undefined);
-    expect(thread.health.status('live')).toBe(published);
+    expect(thread.health.status('liveness')).toBe(published);
   });
 
   it('a stall limit under the threshold: the threshold is the limit', () => {
@@ -118,7 +118,7 @@ describe('ThreadProbes: the verdicts published by the main thread, failed by a l
 
   it('serves them over HTTP: says where it serves, answers 503 with where the loop is stuck, relays its lines, closes on request', async () => {
     const { thread, told, block } = probes(300);
-    thread.receive({ type: 'status', probe: 'live', status: published });
+    thread.receive({ type: 'status', probe: 'liveness', status: published });
     thread.receive({ type: 'serve', options: { port: 0, host: '127.0.0.1' }, stallAfterMs: 1_000 });
     await vi.waitFor(() => {
       expect(told.map((m) => m.type)).toContain('serving');
