@@ -5,13 +5,13 @@
  * Run: npm run bench:catalog
  */
 import { BatchSpanProcessor, TracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace';
-import { Health, type ComponentHandle } from 'otel-lifeline';
+import { HealthCatalog, type ComponentHandle } from 'otel-lifeline';
 import { fixed, table, timeRuns } from './support.ts';
 
 const SIZES = [1_000, 10_000, 100_000];
 
 function roundCost(size: number): { round: ReturnType<typeof timeRuns>; baseline: ReturnType<typeof timeRuns> } {
-  const health = new Health({ interval: 3_600_000 });
+  const health = new HealthCatalog({ interval: 3_600_000 });
   const handles: ComponentHandle[] = [];
   for (let i = 0; i < size; i++) handles.push(health.registerLiveness(`component-${i}`));
   // Every component keeps up, so each round enqueues one tick per component (the common, costlier path).
@@ -78,7 +78,7 @@ class DiscardExporter implements SpanExporter {
   }
 }
 
-function tickCost(health: Health, count: number): number {
+function tickCost(health: HealthCatalog, count: number): number {
   const h = health.registerLiveness('taker');
   const started = process.hrtime.bigint();
   for (let i = 0; i < count; i++) {
@@ -94,8 +94,8 @@ const TICKS = 100_000;
 const provider = new TracerProvider({
   spanProcessors: [new BatchSpanProcessor({ exporter: new DiscardExporter(), maxQueueSize: 100_000 })],
 });
-const noSpans = new Health({ interval: 3_600_000 });
-const withSpans = new Health({ interval: 3_600_000, tracerProvider: provider });
+const noSpans = new HealthCatalog({ interval: 3_600_000 });
+const withSpans = new HealthCatalog({ interval: 3_600_000, tracerProvider: provider });
 tickCost(noSpans, 10_000); // warm up both paths
 tickCost(withSpans, 10_000);
 const offRuns: number[] = [];

@@ -4,14 +4,14 @@
  * Run: npm run bench:debug-diagnostics
  */
 import { connect, createServer, type Socket } from 'node:net';
-import { Health, startProbeServer } from 'otel-lifeline';
+import { HealthCatalog, startProbeServer } from 'otel-lifeline';
 import { fixed, summarize, table } from './support.ts';
 
 const quick = process.env.BENCH_QUICK === '1';
 const CONNECTIONS = quick ? [500, 2_500] : [500, 2_500, 5_000]; // two sockets each, both in this process
 const CALLS = 7;
 
-const health = new Health({ interval: 3_600_000 });
+const health = new HealthCatalog({ interval: 3_600_000 });
 const probe = await startProbeServer({
   health,
   port: 0,

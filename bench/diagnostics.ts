@@ -5,7 +5,7 @@
  */
 import { context, SpanKind, trace, type Tracer } from '@opentelemetry/api';
 import { TracerProvider, type ReadableSpan, type SpanExporter, type SpanProcessor, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
-import { DeadlineSpanProcessor, Diagnostics, Health, InFlightSpanProcessor, withTimeout, type CaptureStacks } from 'otel-lifeline';
+import { DeadlineSpanProcessor, Diagnostics, HealthCatalog, InFlightSpanProcessor, withTimeout, type CaptureStacks } from 'otel-lifeline';
 import { fixed, spread, summarize, table, target } from './support.ts';
 
 const SPANS = 50_000;
@@ -79,7 +79,7 @@ for (const inFlightCount of [1_000, 10_000]) {
     const exporter = new CountingExporter();
     const inFlight = new InFlightSpanProcessor();
     const provider = new TracerProvider({ spanProcessors: [inFlight, new SimpleSpanProcessor({ exporter })] });
-    const health = new Health({
+    const health = new HealthCatalog({
       interval: 3_600_000,
       tracerProvider: provider,
       diagnostics: {

@@ -20,8 +20,8 @@ if (kind === 'plain') {
   await new Promise((resolve) => probe.listen(0, '127.0.0.1', resolve));
   probePort = probe.address().port;
 } else {
-  const { Health, startProbeServer } = await import('otel-lifeline');
-  const health = new Health({ interval: 3_600_000 });
+  const { HealthCatalog, startProbeServer } = await import('otel-lifeline');
+  const health = new HealthCatalog({ interval: 3_600_000 });
   health.registerLiveness('worker').take();
   health.runRound();
   const probe = await startProbeServer({ health, port: 0, ...(kind === 'lifeline-unbounded' ? { maxRequestsPerSecond: 1e9 } : {}) });

@@ -4,8 +4,8 @@ import { createServer } from 'node:http';
 
 const kind = process.env.KIND;
 if (kind === 'lifeline') {
-  const { Health, startProbeServer } = await import('otel-lifeline');
-  const health = new Health({ interval: 3_600_000 });
+  const { HealthCatalog, startProbeServer } = await import('otel-lifeline');
+  const health = new HealthCatalog({ interval: 3_600_000 });
   health.registerLiveness('worker').take();
   health.runRound();
   // The server's own throughput, its abuse limits lifted: the request budget (1,000/s by default, see

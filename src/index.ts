@@ -6,7 +6,7 @@
  */
 
 import { healthIntervalFromEnv } from './config/index.js';
-import { processCatalog, type Health } from './health/index.js';
+import { processCatalog, type HealthCatalog } from './health/index.js';
 import { serveGrpcHealth, type GrpcServerLike } from './probe/index.js';
 
 // The root entry, by concept. Telemetry names are in `otel-lifeline/semconv`; SDK wiring (and the
@@ -15,17 +15,19 @@ import { serveGrpcHealth, type GrpcServerLike } from './probe/index.js';
 // The catalog: components, ticks, verdicts. Tick and ComponentHandle are handed out by a catalog,
 // never constructed: types only, so `new Tick()` does not compile.
 export {
-  Health,
+  HealthCatalog,
   type ComponentHandle,
   type Tick,
   // eslint-disable-next-line @typescript-eslint/no-deprecated -- the old name, still exported until 1.0
   type ComponentProbe,
   type EventLoopStatus,
-  type HealthOptions,
+  type HealthCatalogOptions,
   type HealthStatus,
   type ProbeKind,
   type RegisterOptions,
 } from './health/index.js';
+// eslint-disable-next-line @typescript-eslint/no-deprecated -- the names before HealthCatalog, until 1.0
+export { Health, type HealthOptions } from './health/index.js';
 
 // Deadlines in the OpenTelemetry context.
 export {
@@ -132,6 +134,6 @@ export const health = processCatalog(() => healthIntervalFromEnv());
  * server.bindAsync('0.0.0.0:50051', ServerCredentials.createInsecure(), () => undefined);
  * ```
  */
-export function addGrpcHealthService(server: GrpcServerLike, options: { health?: Health } = {}): () => void {
+export function addGrpcHealthService(server: GrpcServerLike, options: { health?: HealthCatalog } = {}): () => void {
   return serveGrpcHealth(server, options.health ?? health);
 }

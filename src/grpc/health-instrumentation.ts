@@ -1,11 +1,11 @@
 import { InstrumentationBase, InstrumentationNodeModuleDefinition, type InstrumentationConfig } from '@opentelemetry/instrumentation';
-import type { Health } from '../health/index.js';
+import type { HealthCatalog } from '../health/index.js';
 import { wrapMethod } from '../hooks/index.js';
 import { GRPC_HEALTH_DEFINITION, serveGrpcHealth, type GrpcServerLike } from '../probe/index.js';
 
 /** Options of {@link GrpcHealthInstrumentation}: the catalog whose verdicts it serves. */
 export interface GrpcHealthInstrumentationConfig extends InstrumentationConfig {
-  health: Health;
+  health: HealthCatalog;
 }
 
 type AddService = (this: GrpcServerLike, service: Record<string, { path?: string } | undefined>, implementation: object) => void;
@@ -37,7 +37,7 @@ export class GrpcHealthInstrumentation extends InstrumentationBase<GrpcHealthIns
   }
 
   protected init(): InstrumentationNodeModuleDefinition {
-    const healthOf = (): Health => this.getConfig().health;
+    const healthOf = (): HealthCatalog => this.getConfig().health;
     return new InstrumentationNodeModuleDefinition(
       '@grpc/grpc-js',
       ['^1.0.0'],

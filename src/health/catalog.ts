@@ -13,8 +13,8 @@ import { scopeTracer } from '../semconv/index.js';
 import { ComponentHandle, type ComponentReport } from './component.js';
 import type { ProbeKind } from './tick.js';
 
-/** Options of a {@link Health} catalog. */
-export interface HealthOptions {
+/** Options of a {@link HealthCatalog} catalog. */
+export interface HealthCatalogOptions {
   /** Ms between ping rounds. Default 15 000. */
   interval?: number;
   /**
@@ -23,7 +23,7 @@ export interface HealthOptions {
    * verdict. Default 2.
    */
   maxMissedTicks?: number;
-  /** @deprecated Renamed {@link HealthOptions.maxMissedTicks}; `buffer` is read when that is not given. */
+  /** @deprecated Renamed {@link HealthCatalogOptions.maxMissedTicks}; `buffer` is read when that is not given. */
   buffer?: number;
   /** Where tick spans go. Default: the global tracer provider. */
   tracerProvider?: TracerProvider;
@@ -92,16 +92,25 @@ interface Verdicts {
 }
 
 // Set by the class's static block: lifeline's wiring reaches private state without public members.
-let useIntervalLater: (catalog: Health, interval: () => number | undefined) => void;
-let replaceDiagnostics: (catalog: Health, diagnostics: DiagnosticsOptions | HealthDiagnostics) => void;
+let useIntervalLater: (catalog: HealthCatalog, interval: () => number | undefined) => void;
+let replaceDiagnostics: (catalog: HealthCatalog, diagnostics: DiagnosticsOptions | HealthDiagnostics) => void;
 
 /**
- * A health catalog. Every `interval` it offers each registered component a tick; a
- * component whose tick buffer is full when offered one is unhealthy. Verdicts change only at ping
- * rounds, so `status()` is a cheap read that never waits on a component.
+ * A health catalog. Every `interval` it offers each registered component a tick; a component
+ * that left more than `maxMissedTicks` untaken is unhealthy. Verdicts change only at rounds, so
+ * `status()` is a cheap read that never waits on a component. Most services use the process-wide
+ * one, `health`; a catalog of your own serves its own probes.
+ * @example
+ * ```ts
+ * import { HealthCatalog, startProbeServer } from 'otel-lifeline';
+ *
+ * const catalog = new HealthCatalog({ interval: 5_000 });
+ * const worker = catalog.registerLiveness('worker');
+ * await startProbeServer({ health: catalog, port: 0 });
+ * ```
  */
-export class Health {
-  /** Ticks a component may leave untaken and stay healthy (see {@link HealthOptions.maxMissedTicks}). */
+export class HealthCatalog {
+  /** Ticks a component may leave untaken and stay healthy (see {@link HealthCatalogOptions.maxMissedTicks}). */
   readonly maxMissedTicks: number;
   /** The interval, once known; until then how to learn it (see {@link processCatalog}). */
   #interval: number | undefined;
@@ -119,12 +128,12 @@ export class Health {
   #draining = false;
   /** Sorted verdicts per probe, rebuilt after a round or a (de)registration changed them. */
   #verdicts: Partial<Record<ProbeKind, Verdicts>> = {};
-  /** Told when a verdict may have changed (see {@link Health.onVerdictChange}). */
+  /** Told when a verdict may have changed (see {@link HealthCatalog.onVerdictChange}). */
   readonly #onChange = new Set<() => void>();
   /** The user's logger, if given; else lifeline's own, taken when there is something to say. */
   readonly #logger: Logger | undefined;
 
-  constructor(options: HealthOptions = {}) {
+  constructor(options: HealthCatalogOptions = {}) {
     // eslint-disable-next-line @typescript-eslint/no-deprecated -- read for those who still pass it
     const { interval, buffer, tracerProvider, diagnostics, logger } = options;
     const maxMissedTicks = options.maxMissedTicks ?? buffer ?? 2;
@@ -141,7 +150,7 @@ export class Health {
     this.#diagnostics = this.#diagnosticsFrom(diagnostics);
   }
 
-  /** @deprecated Renamed {@link Health.maxMissedTicks}. */
+  /** @deprecated Renamed {@link HealthCatalog.maxMissedTicks}. */
   get buffer(): number {
     return this.maxMissedTicks;
   }
@@ -266,7 +275,7 @@ export class Health {
   /**
    * Runs one ping round now, what the timer does every `interval`: offers each component a tick and
    * judges it, so verdicts may change (a component that has not taken its ticks turns unhealthy at
-   * once). For tests and tools; a probe handler reads {@link Health.status}, which changes nothing.
+   * once). For tests and tools; a probe handler reads {@link HealthCatalog.status}, which changes nothing.
    */
   runRound(): void {
     if (this.#closed) return;
@@ -291,7 +300,7 @@ export class Health {
     }
   }
 
-  /** @deprecated Renamed {@link Health.runRound}: it runs a round and may change verdicts. */
+  /** @deprecated Renamed {@link HealthCatalog.runRound}: it runs a round and may change verdicts. */
   check(): void {
     this.runRound();
   }
@@ -417,8 +426,8 @@ function checkedInterval(interval: number): number {
  * first registration, or when lifeline starts. Importing lifeline reads no setting, so a bad one
  * fails where it is used, naming the variable, not the import of a module that may only want types.
  */
-export function processCatalog(interval: () => number | undefined): Health {
-  const catalog = new Health();
+export function processCatalog(interval: () => number | undefined): HealthCatalog {
+  const catalog = new HealthCatalog();
   useIntervalLater(catalog, interval);
   return catalog;
 }
@@ -428,7 +437,7 @@ export function processCatalog(interval: () => number | undefined): Health {
  * process-wide `health` exists from the import of lifeline, before an SDK does: `startLifeline`
  * gives it the diagnostics that read the `InFlightSpanProcessor` registered with that SDK.
  */
-export function useDiagnostics(catalog: Health, diagnostics: DiagnosticsOptions | HealthDiagnostics): void {
+export function useDiagnostics(catalog: HealthCatalog, diagnostics: DiagnosticsOptions | HealthDiagnostics): void {
   replaceDiagnostics(catalog, diagnostics);
 }
 
@@ -439,3 +448,10 @@ function insertSorted(sorted: readonly string[], name: string): string[] {
   result.splice(i, 0, name);
   return result;
 }
+
+/** @deprecated Renamed {@link HealthCatalog}: a catalog, beside the `health` instance. Goes in 1.0. */
+export const Health = HealthCatalog;
+/** @deprecated Renamed {@link HealthCatalog}. */
+export type Health = HealthCatalog;
+/** @deprecated Renamed {@link HealthCatalogOptions}. */
+export type HealthOptions = HealthCatalogOptions;

@@ -57,7 +57,7 @@ export class ComponentHandle implements AsyncIterable<Tick>, Disposable {
   #closed = false;
   #deregistered = false;
 
-  /** @internal Handles come from `Health.register*`. */
+  /** @internal Handles come from `HealthCatalog.register*`. */
   constructor(init: ComponentInit) {
     this.name = init.name;
     this.probe = init.probe;

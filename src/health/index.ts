@@ -1,14 +1,17 @@
 export {
-  Health,
+  HealthCatalog,
   PROBE_KINDS,
   processCatalog,
   useDiagnostics,
-  type HealthOptions,
+  type HealthCatalogOptions,
   type EventLoopStatus,
   type HealthStatus,
   SELF_COMPONENT,
   type RegisterOptions,
 } from './catalog.js';
+// The names before HealthCatalog, still exported until 1.0.
+// eslint-disable-next-line @typescript-eslint/no-deprecated
+export { Health, type HealthOptions } from './catalog.js';
 export { ComponentHandle, type ComponentReport } from './component.js';
 // eslint-disable-next-line @typescript-eslint/no-deprecated -- the old name, still exported
 export { Tick, type ComponentProbe, type ProbeKind } from './tick.js';

@@ -2,7 +2,7 @@ import { metrics, type BatchObservableResult, type MeterProvider, type Observabl
 import { ProcessView } from '../diagnostics/index.js';
 import { numberOption } from '../errors/index.js';
 import { installed, type Installed } from '../install/index.js';
-import type { ProbeKind, Health } from '../health/index.js';
+import type { ProbeKind, HealthCatalog } from '../health/index.js';
 import { cpuStarvation } from '../watchdog/index.js';
 import {
   ATTR_HEALTH_COMPONENT,
@@ -55,7 +55,7 @@ export interface HealthMetricsOptions {
  * // on shutdown: installed.uninstall();
  * ```
  */
-export function installHealthMetrics(health: Health, options: HealthMetricsOptions = {}): Installed {
+export function installHealthMetrics(health: HealthCatalog, options: HealthMetricsOptions = {}): Installed {
   const { maxComponents = 100 } = options;
   numberOption('maxComponents', maxComponents, { min: 0, max: 100_000, integer: true });
   const meter = (options.meterProvider ?? metrics).getMeter(SCOPE_NAME);

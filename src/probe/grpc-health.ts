@@ -1,4 +1,4 @@
-import type { Health, ProbeKind } from '../health/index.js';
+import type { HealthCatalog, ProbeKind } from '../health/index.js';
 
 /**
  * The gRPC service name each catalog probe answers under, in `grpc.health.v1.Health`: `""` (what
@@ -70,7 +70,7 @@ export const GRPC_HEALTH_DEFINITION = {
  * grpc-js `server` from `health`'s verdicts: see `addGrpcHealthService`, which gives it the
  * process-wide catalog. Returns the function that removes it.
  */
-export function serveGrpcHealth(server: GrpcServerLike, health: Health): () => void {
+export function serveGrpcHealth(server: GrpcServerLike, health: HealthCatalog): () => void {
   const servingStatus = (probe: ProbeKind): number => (health.status(probe).ok ? SERVING : NOT_SERVING);
   // Watch streams never end by themselves: the function that removes the service ends them, so a
   // server's graceful shutdown (which waits for open calls) is not held by a watching client.

@@ -1,7 +1,7 @@
 import type { DiagnosticSnapshot } from '../diagnostics/index.js';
 import type { HealthStatus, ProbeKind } from '../health/index.js';
 
-/** What a probe server reads: a {@link Health} catalog, or (in the watchdog thread) its published verdicts. */
+/** What a probe server reads: a {@link HealthCatalog}, or (in the watchdog thread) its published verdicts. */
 export interface HealthView {
   status(probe: ProbeKind): HealthStatus;
   diagnose(): DiagnosticSnapshot | Promise<DiagnosticSnapshot>;

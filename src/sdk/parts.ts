@@ -6,7 +6,7 @@ import type { IdGenerator, SpanProcessor } from '@opentelemetry/sdk-trace';
 import type {
   DeadlineDispatcherOptions,
   DiagnosticsOptions,
-  Health,
+  HealthCatalog,
   HealthMetricsOptions,
   InboundDeadlineOptions,
   InFlightSpanProcessorOptions,
@@ -23,7 +23,7 @@ export interface LifelinePartsOptions {
    * explained by the diagnostics made from {@link LifelinePartsOptions.diagnostics} (they read the
    * spans in flight), in place of those it was built with.
    */
-  health?: Health;
+  health?: HealthCatalog;
   /**
    * Probe server options, or `false` for no probe server. When the port is taken by this service
    * instance's own lifeline — the process that started this one (a `node:cluster` primary, a
@@ -88,7 +88,7 @@ export interface LifelinePartsOptions {
 
 /** A started lifeline: the catalog, its probe server, and the SDK's flush and shutdown. */
 export interface Lifeline {
-  readonly health: Health;
+  readonly health: HealthCatalog;
   /** The probe server, or `undefined` when started with `probe: false`. */
   readonly probe: ProbeServer | undefined;
   /** Exports every ended span now (through the global tracer provider). */

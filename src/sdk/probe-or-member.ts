@@ -1,6 +1,6 @@
 import { DEFAULT_PROBE_PORT } from '../config/index.js';
 import { oneOf } from '../errors/index.js';
-import type { Health, Logger, ProbeServer, ProbeServerOptions } from '../index.js';
+import type { HealthCatalog, Logger, ProbeServer, ProbeServerOptions } from '../index.js';
 import { defaultLogger } from '../log/index.js';
 import {
   findPortHolder,
@@ -24,7 +24,7 @@ export type ProbeOptions = Omit<ProbeServerOptions, 'health'>;
 export async function probeServer(
   options: NonNullable<Exclude<LifelinePartsOptions['probe'], false>>,
   serve: (options: ProbeOptions) => Promise<ProbeServer>,
-  health: Health,
+  health: HealthCatalog,
   logger: Logger | undefined,
 ): Promise<{ probe?: ProbeServer; member?: MemberReporter }> {
   const { whenPortBusy = 'fail', ...rest } = options;

@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import { inspect } from 'node:util';
-import type { Diagnostics, Health, Logger } from '../index.js';
+import type { Diagnostics, HealthCatalog, Logger } from '../index.js';
 import { logSwallowed } from '../log/index.js';
 
 /** The signals lifeline ends the process on (when the app has no handler of its own): the kubelet's and PM2's, and Ctrl-C's. */
@@ -11,7 +11,7 @@ const INSIST_AFTER_MS = 1_000;
 
 /** What watching the process's end needs from the rest of lifeline. */
 export interface EndingParts {
-  readonly health: Health;
+  readonly health: HealthCatalog;
   readonly diagnostics: Diagnostics;
   readonly logger: Logger;
   /** The most a flush or shutdown may take before the process exits anyway. */

@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { RedactionOptions } from '../redaction/index.js';
 import { errorText, LifelineError, MAX_TIMER_MS, numberOption } from '../errors/index.js';
-import { PROBE_KINDS, SELF_COMPONENT, type Health, type HealthStatus, type ProbeKind } from '../health/index.js';
+import { PROBE_KINDS, SELF_COMPONENT, type HealthCatalog, type HealthStatus, type ProbeKind } from '../health/index.js';
 import { loggerOrDefault, type Logger } from '../log/index.js';
 import { isoTime } from '../semconv/index.js';
 import { startProbeServer, type ProbeServer } from '../probe/index.js';
@@ -81,12 +81,12 @@ export interface Watchdog {
   /**
    * Serves `health`'s probes from the watchdog thread (options as {@link startProbeServer}'s), so
    * they are answered while this thread's event loop is blocked. Once the block is past both the
-   * threshold and the catalog's {@link Health.stallAfterMs} (when its own `healthcheck` would fail
+   * threshold and the catalog's {@link HealthCatalog.stallAfterMs} (when its own `healthcheck` would fail
    * anyway, had the thread been free to answer), `/live` and `/ready` answer 503 with that
    * `healthcheck` unhealthy and an `eventLoop` field (`blockedMs`, `blockedIn`, `frames`). The verdicts are published to that thread on every heartbeat; call
    * {@link Watchdog.publish} after a change that must show at once. Rejects as `startProbeServer` does.
    */
-  serveProbes(health: Health, options?: ServedProbeOptions): Promise<ProbeServer>;
+  serveProbes(health: HealthCatalog, options?: ServedProbeOptions): Promise<ProbeServer>;
   /** Publishes the catalog's verdicts to the probe server now (they also go on every heartbeat). */
   publish(): void;
   /** Stops the heartbeat, the probe server and the watchdog thread. Idempotent. */
@@ -132,7 +132,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
     );
   }
   const periodMs = beatPeriodMs(thresholdMs);
-  let served: Health | undefined;
+  let served: HealthCatalog | undefined;
   let stopPublishing: (() => void) | undefined;
   const published = new Map<ProbeKind, HealthStatus>();
   // Each beat publishes the verdicts too: a probe answered on the thread is at most a beat old.

@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Health, startProbeServer } from '../../src/index.js';
+import { HealthCatalog, startProbeServer } from '../../src/index.js';
 import { runNode } from '../support/node.js';
 
 const BIN = 'dist/cli/main.js';
@@ -11,7 +11,7 @@ afterEach(async () => {
 });
 
 async function probeServer() {
-  const health = new Health();
+  const health = new HealthCatalog();
   const server = await startProbeServer({
     health,
     port: 0,

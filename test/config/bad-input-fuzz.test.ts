@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { readEnvConfig } from '../../src/config/index.js';
 import { DeadlinePolicy } from '../../src/policy/index.js';
-import { Diagnostics, Health, InFlightSpanProcessor, LifelineError, withDeadline, withTimeout } from '../../src/index.js';
+import { Diagnostics, HealthCatalog, InFlightSpanProcessor, LifelineError, withDeadline, withTimeout } from '../../src/index.js';
 
 const VARIABLES = [
   'LIFELINE_PROBE_PORT',
@@ -45,8 +45,8 @@ describe('bad input: env and options (every rejection is a clear LifelineError, 
     fc.assert(
       fc.property(fc.anything(), fc.anything(), (a, b) => {
         acceptsOrNames(() => {
-          new Health({ interval: a as number, buffer: b as number }).close();
-        }, /invalid (interval|buffer)/);
+          new HealthCatalog({ interval: a as number, maxMissedTicks: b as number }).close();
+        }, /invalid (interval|maxMissedTicks)/);
         acceptsOrNames(() => new DeadlinePolicy({ policy: a as [], defaultTimeoutMs: b as number }), /invalid (policy|defaultTimeoutMs)/);
         acceptsOrNames(
           () => new InFlightSpanProcessor({ maxSpans: a as number, captureStacks: b as 'off' }),
@@ -62,7 +62,7 @@ describe('bad input: env and options (every rejection is a clear LifelineError, 
   });
 
   it('component names: 1,000 random names register or are refused clearly', () => {
-    const health = new Health();
+    const health = new HealthCatalog();
     try {
       fc.assert(
         fc.property(fc.anything(), (name) => {

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   DeadlineExceededError,
   DeadlineSpanProcessor,
-  Health,
+  HealthCatalog,
   installDeadlineDispatcher,
   isDeadlineExceeded,
   withTimeout,
@@ -119,7 +119,7 @@ describe('DeadlineSpanProcessor with the undici instrumentation (README: Deadlin
   });
 
   it('spans inside tick work carry the tick deadline; the tick span keeps its own attributes', async () => {
-    const health = new Health({ interval: 10_000, tracerProvider: provider });
+    const health = new HealthCatalog({ interval: 10_000, tracerProvider: provider });
     try {
       const tick = health.registerLiveness('worker').take();
       await withTimeout(60_000, () =>

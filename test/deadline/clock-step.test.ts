@@ -1,7 +1,7 @@
 import { context } from '@opentelemetry/api';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DeadlineScope, DeadlineTimer } from '../../src/deadline/index.js';
-import { currentDeadline, DeadlinePropagator, DEADLINE_HEADER, Health, withDeadline, withTimeout } from '../../src/index.js';
+import { currentDeadline, DeadlinePropagator, DEADLINE_HEADER, HealthCatalog, withDeadline, withTimeout } from '../../src/index.js';
 import { sleep } from '../support/tracing.js';
 
 /**
@@ -102,7 +102,7 @@ describe('deadlines across wall-clock steps', () => {
 
   it("a tick's deadline is kept across a step back", () => {
     vi.useFakeTimers();
-    const health = new Health({ interval: 100, buffer: 2 });
+    const health = new HealthCatalog({ interval: 100, maxMissedTicks: 2 });
     try {
       const tick = health.registerLiveness('worker').take();
       const signal = tick?.signal;
@@ -126,7 +126,7 @@ describe('the healthcheck self-check across wall-clock steps', () => {
 
   it('a clock stepped forward by 20 s does not fail a healthy catalog', async () => {
     vi.useFakeTimers({ toFake: ['Date'] });
-    const health = new Health({ interval: 100 });
+    const health = new HealthCatalog({ interval: 100 });
     try {
       health.registerLiveness('c').take();
       await sleep(250);
@@ -140,7 +140,7 @@ describe('the healthcheck self-check across wall-clock steps', () => {
 
   it('a clock stepped back by 20 s does not hide a stalled event loop', async () => {
     vi.useFakeTimers({ toFake: ['Date'] });
-    const health = new Health({ interval: 100 });
+    const health = new HealthCatalog({ interval: 100 });
     try {
       health.registerLiveness('c').take();
       await sleep(250);

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import {
   DeadlineSpanProcessor,
   Diagnostics,
-  Health,
+  HealthCatalog,
   InFlightSpanProcessor,
   installDeadlineDispatcher,
   startProbeServer,
@@ -42,7 +42,7 @@ const logger: Logger = {
   info: (obj, msg) => lines.push({ level: 'info', obj, msg }),
   debug: (obj, msg) => lines.push({ level: 'debug', obj, msg }),
 };
-const catalogs: Health[] = [];
+const catalogs: HealthCatalog[] = [];
 const pending: Promise<unknown>[] = [];
 
 beforeAll(async () => {
@@ -66,8 +66,8 @@ afterEach(async () => {
   await Promise.allSettled(pending.splice(0));
 });
 
-function catalog(diagnostics: { minIntervalMs?: number; maxBytes?: number; log?: 'debug' | 'info' } = {}): Health {
-  const health = new Health({
+function catalog(diagnostics: { minIntervalMs?: number; maxBytes?: number; log?: 'debug' | 'info' } = {}): HealthCatalog {
+  const health = new HealthCatalog({
     interval: 60_000,
     tracerProvider: provider,
     diagnostics: { inFlight, tracerProvider: provider, logger, ids, ...diagnostics },
@@ -83,7 +83,7 @@ async function pollUpstream(url: string): Promise<string> {
 }
 
 /** Registers `poller`, starts one stuck poll in its tick, and steps rounds until it is unhealthy; returns the tick's trace. */
-async function stuckPoller(health: Health): Promise<string | undefined> {
+async function stuckPoller(health: HealthCatalog): Promise<string | undefined> {
   const h = health.registerLiveness('poller');
   h.take();
   const tick = h.take();

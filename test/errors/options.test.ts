@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { errorText, MAX_TIMER_MS, numberOption } from '../../src/errors/index.js';
-import { Health, startWatchdog } from '../../src/index.js';
+import { HealthCatalog, startWatchdog } from '../../src/index.js';
 
 describe('numeric options: one rule, one message', () => {
   it('returns an allowed value; rejects anything else with ERR_INVALID_OPTION naming the option, the value and the rule', () => {
@@ -23,7 +23,7 @@ describe('numeric options: one rule, one message', () => {
   });
 
   it('timer options stop at what a timer can wait (a longer one would fire at once)', () => {
-    expect(() => new Health({ interval: MAX_TIMER_MS + 1 })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
+    expect(() => new HealthCatalog({ interval: MAX_TIMER_MS + 1 })).toThrow(expect.objectContaining({ code: 'ERR_INVALID_OPTION' }));
     expect(() => startWatchdog({ thresholdMs: MAX_TIMER_MS + 1, exportSpans: false })).toThrow(
       expect.objectContaining({ code: 'ERR_INVALID_OPTION' }),
     );

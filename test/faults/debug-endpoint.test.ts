@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Health, startProbeServer, type ProbeServer } from '../../src/index.js';
+import { HealthCatalog, startProbeServer, type ProbeServer } from '../../src/index.js';
 import { createTestHost, type TestHost } from '../support/netns.js';
 
 let host: TestHost;
 let probe: ProbeServer;
-const health = new Health();
+const health = new HealthCatalog();
 
 beforeAll(async () => {
   host = createTestHost();

@@ -12,9 +12,9 @@ const OTHER_64 = 'fd00:1:0:2::a';
 
 const PER_64 = `
 import { connect } from 'node:net';
-import { Health, startProbeServer } from 'otel-lifeline';
+import { HealthCatalog, startProbeServer } from 'otel-lifeline';
 const [same, other] = JSON.parse(process.argv.at(-1));
-const health = new Health();
+const health = new HealthCatalog();
 const probes = await startProbeServer({
   health, port: 0, host: '::1', maxConnectionsPerAddress: 2, maxOverflowConnections: 0,
   logger: { warn() {}, info() {}, debug() {} },

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Diagnostics, Health, LifelineError } from '../../src/index.js';
+import { Diagnostics, Health, HealthCatalog, LifelineError } from '../../src/index.js';
 import { useDiagnostics } from '../../src/health/index.js';
 import { blockEventLoop, sleep } from '../support/tracing.js';
 
-const catalogs: Health[] = [];
-function catalog(options?: ConstructorParameters<typeof Health>[0]): Health {
-  const health = new Health(options);
+const catalogs: HealthCatalog[] = [];
+function catalog(options?: ConstructorParameters<typeof HealthCatalog>[0]): HealthCatalog {
+  const health = new HealthCatalog(options);
   catalogs.push(health);
   return health;
 }
@@ -13,7 +13,7 @@ afterEach(() => {
   for (const health of catalogs.splice(0)) health.close();
 });
 
-describe('Health catalog (README: Concepts)', () => {
+describe('HealthCatalog (docs/concepts.md)', () => {
   it('a new catalog is healthy with only healthcheck', () => {
     const health = catalog();
     for (const probe of ['live', 'ready', 'startup'] as const) {
@@ -175,7 +175,7 @@ describe('Health catalog (README: Concepts)', () => {
   ])('invalid option %o throws ERR_INVALID_OPTION naming %s and its value', (options, option, shown) => {
     let error: unknown;
     try {
-      new Health(options);
+      new HealthCatalog(options);
     } catch (err) {
       error = err;
     }
@@ -332,10 +332,10 @@ describe('Health catalog (README: Concepts)', () => {
 describe('names renamed in this version still work, as the CHANGELOG says', () => {
   it('check() runs a round like runRound(): verdicts change only at a round', () => {
     const runs = [
-      (h: Health) => {
+      (h: HealthCatalog) => {
         h.runRound();
       },
-      (h: Health) => {
+      (h: HealthCatalog) => {
         h.check(); // eslint-disable-line @typescript-eslint/no-deprecated -- the alias under test
       },
     ];
@@ -369,5 +369,14 @@ describe('names renamed in this version still work, as the CHANGELOG says', () =
     expect(health.status('ready')).toBe(health.status('readiness'));
     expect(health.status()).toBe(health.status('readiness'));
     expect(() => health.status('alive' as 'live')).toThrow(/probe/);
+  });
+
+  it('Health is HealthCatalog', () => {
+    /* eslint-disable @typescript-eslint/no-deprecated -- the alias under test */
+    expect(Health).toBe(HealthCatalog);
+    const old = new Health({ interval: 1_000 });
+    catalogs.push(old);
+    expect(old).toBeInstanceOf(HealthCatalog);
+    /* eslint-enable @typescript-eslint/no-deprecated */
   });
 });

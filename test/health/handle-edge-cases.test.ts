@@ -1,14 +1,14 @@
 import { SpanStatusCode, trace } from '@opentelemetry/api';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DeadlineExceededError, DeadlineSpanProcessor, Health, type HealthDiagnostics } from '../../src/index.js';
+import { DeadlineExceededError, DeadlineSpanProcessor, HealthCatalog, type HealthDiagnostics } from '../../src/index.js';
 import { memoryTracing, sleep } from '../support/tracing.js';
 
-const catalogs: Health[] = [];
+const catalogs: HealthCatalog[] = [];
 afterEach(() => {
   for (const health of catalogs.splice(0)) health.close();
 });
-function catalog(options: ConstructorParameters<typeof Health>[0] = {}): Health {
-  const health = new Health(options);
+function catalog(options: ConstructorParameters<typeof HealthCatalog>[0] = {}): HealthCatalog {
+  const health = new HealthCatalog(options);
   catalogs.push(health);
   return health;
 }

@@ -4,8 +4,8 @@ import { runModule } from '../support/node.js';
 describe('a catalog in a real process', () => {
   it('never keeps the process alive (the timer is unref-ed)', async () => {
     const result = await runModule(`
-      import { Health } from 'otel-lifeline';
-      const health = new Health({ interval: 50 });
+      import { HealthCatalog } from 'otel-lifeline';
+      const health = new HealthCatalog({ interval: 50 });
       const h = health.registerLiveness('poller');
       h.take();
       console.log('registered');

@@ -1,12 +1,12 @@
 import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { afterEach, describe, expect, it } from 'vitest';
-import { currentDeadline, DeadlineExceededError, Health, LifelineError, withTimeout } from '../../src/index.js';
+import { currentDeadline, DeadlineExceededError, HealthCatalog, LifelineError, withTimeout } from '../../src/index.js';
 import { memoryTracing, sleep } from '../support/tracing.js';
 
-const catalogs: Health[] = [];
+const catalogs: HealthCatalog[] = [];
 function setup(options: { interval?: number; maxMissedTicks?: number } = {}) {
   const tracing = memoryTracing();
-  const health = new Health({ ...options, tracerProvider: tracing.provider });
+  const health = new HealthCatalog({ ...options, tracerProvider: tracing.provider });
   catalogs.push(health);
   return { health, spans: tracing.spans, tracer: tracing.provider.getTracer('test') };
 }

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Health, type HealthDiagnostics, type Logger } from '../../src/index.js';
+import { HealthCatalog, type HealthDiagnostics, type Logger } from '../../src/index.js';
 import { logSwallowed } from '../../src/log/index.js';
 
 function recording(): { logger: Logger; lines: { level: string; obj: object; msg: string }[] } {
@@ -44,7 +44,7 @@ describe('a failure lifeline catches so the app goes on is said once, at WARN', 
         throw new Error('unused');
       },
     };
-    const health = new Health({ interval: 60_000, diagnostics: failing, logger });
+    const health = new HealthCatalog({ interval: 60_000, diagnostics: failing, logger });
     try {
       health.registerLiveness('poller');
       health.runRound();

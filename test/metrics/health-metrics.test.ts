@@ -5,7 +5,7 @@ import { ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider } from '@o
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   DeadlineSpanProcessor,
-  Health,
+  HealthCatalog,
   installDeadlineDispatcher,
   installHealthMetrics,
   withTimeout,
@@ -37,7 +37,7 @@ async function points(reader: MetricReader, name: string): Promise<DataPoint<num
 const valueOf = (all: DataPoint<number>[], attributes: Attributes): number | undefined =>
   all.find((p) => Object.entries(attributes).every(([k, v]) => p.attributes[k] === v))?.value;
 
-const catalogs: Health[] = [];
+const catalogs: HealthCatalog[] = [];
 afterEach(() => {
   for (const health of catalogs.splice(0)) health.close();
 });
@@ -46,7 +46,7 @@ describe('health as metrics (installHealthMetrics)', () => {
   it('per component: status, tick lag and the times it turned unhealthy; components by state', async () => {
     const reader = new OnDemandReader();
     const meterProvider = new MeterProvider({ readers: [reader] });
-    const health = new Health({ interval: 60_000 });
+    const health = new HealthCatalog({ interval: 60_000 });
     catalogs.push(health);
     const busy = health.registerLiveness('busy');
     const stuck = health.registerLiveness('stuck');
@@ -99,7 +99,7 @@ describe('health as metrics (installHealthMetrics)', () => {
 
   it('reports at most maxComponents one by one; the components gauge still counts them all', async () => {
     const reader = new OnDemandReader();
-    const health = new Health({ interval: 60_000 });
+    const health = new HealthCatalog({ interval: 60_000 });
     catalogs.push(health);
     for (const name of ['a', 'b', 'c']) health.registerLiveness(name);
     const installed = installHealthMetrics(health, { meterProvider: new MeterProvider({ readers: [reader] }), maxComponents: 2 });
@@ -109,7 +109,7 @@ describe('health as metrics (installHealthMetrics)', () => {
   });
 
   it('refuses a bad maxComponents with a clear error', () => {
-    expect(() => installHealthMetrics(new Health(), { maxComponents: -1 })).toThrow(/maxComponents/);
+    expect(() => installHealthMetrics(new HealthCatalog(), { maxComponents: -1 })).toThrow(/maxComponents/);
   });
 });
 

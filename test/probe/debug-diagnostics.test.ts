@@ -1,7 +1,7 @@
 import { connect, createServer, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { DiagnosticSnapshot, InFlightNode } from '../../src/diagnostics/index.js';
-import { Health, startProbeServer } from '../../src/index.js';
+import { HealthCatalog, startProbeServer } from '../../src/index.js';
 import { diagnosticsBody, MAX_DIAGNOSTICS_BYTES } from '../../src/probe/debug-diagnostics.js';
 import { isLoopbackHost } from '../../src/probe/local-clients.js';
 import { rawExchange } from '../support/raw-http.js';
@@ -12,7 +12,7 @@ afterEach(async () => {
 });
 
 async function serve() {
-  const health = new Health();
+  const health = new HealthCatalog();
   const server = await startProbeServer({
     health,
     port: 0,

@@ -6,7 +6,7 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { addGrpcHealthService, Health } from '../../src/index.js';
+import { addGrpcHealthService, HealthCatalog } from '../../src/index.js';
 import { ROOT } from '../support/node.js';
 import { startService, type ChildService } from '../support/service.js';
 
@@ -28,7 +28,7 @@ afterEach(async () => {
 
 let removeHealth: () => void = () => undefined;
 
-async function serverWithHealth(health: Health): Promise<HealthClient> {
+async function serverWithHealth(health: HealthCatalog): Promise<HealthClient> {
   const server = new grpc.Server();
   removeHealth = addGrpcHealthService(server, { health });
   const port = await new Promise<number>((resolve, reject) => {
@@ -83,7 +83,7 @@ function watch(health: HealthClient, service: string): { next(): Promise<Status>
 
 describe('addGrpcHealthService: grpc.health.v1.Health from the catalog', () => {
   it('Check: "" and "live" are liveness, "ready" readiness, "startup" the startup probe, each as the catalog says', async () => {
-    const health = new Health();
+    const health = new HealthCatalog();
     cleanup.push(() => {
       health.close();
     });
@@ -102,7 +102,7 @@ describe('addGrpcHealthService: grpc.health.v1.Health from the catalog', () => {
   });
 
   it('Check of a service it does not know: NOT_FOUND, naming the ones it knows', async () => {
-    const health = new Health();
+    const health = new HealthCatalog();
     cleanup.push(() => {
       health.close();
     });
@@ -117,7 +117,7 @@ describe('addGrpcHealthService: grpc.health.v1.Health from the catalog', () => {
   });
 
   it('Watch: the status at once, then each change, until the caller cancels; an unknown service gets SERVICE_UNKNOWN', async () => {
-    const health = new Health();
+    const health = new HealthCatalog();
     cleanup.push(() => {
       health.close();
     });
@@ -146,7 +146,7 @@ describe('addGrpcHealthService: grpc.health.v1.Health from the catalog', () => {
   });
 
   it('removing the service ends the Watch streams (a graceful shutdown waits for open calls), and Check is then unimplemented', async () => {
-    const health = new Health();
+    const health = new HealthCatalog();
     cleanup.push(() => {
       health.close();
     });
@@ -170,7 +170,7 @@ describe('addGrpcHealthService: grpc.health.v1.Health from the catalog', () => {
   });
 
   it('a request that is not a HealthCheckRequest is refused (fields it does not know are skipped), and the server keeps serving', async () => {
-    const health = new Health();
+    const health = new HealthCatalog();
     cleanup.push(() => {
       health.close();
     });

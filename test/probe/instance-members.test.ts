@@ -2,7 +2,7 @@ import { fork } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Health, startProbeServer, type Logger } from '../../src/index.js';
+import { HealthCatalog, startProbeServer, type Logger } from '../../src/index.js';
 import { INSTANCE_ENV, instanceValue, joinHolder, newInstanceKey } from '../../src/probe/index.js';
 import { encodeReport, type MemberReport } from '../../src/probe/instance.js';
 import { ServiceMembers } from '../../src/probe/members.js';
@@ -29,7 +29,7 @@ const quiet: Logger = { warn: () => undefined, info: () => undefined, debug: () 
 const healthy = { ok: true, healthy: ['healthcheck'], unhealthy: [] };
 
 /** Joins the holder on `port` as this service instance's member, with the key the environment names. */
-function join(port: number, live = () => healthy as ReturnType<Health['status']>, staleAfterMs = 60_000, report = true) {
+function join(port: number, live = () => healthy as ReturnType<HealthCatalog['status']>, staleAfterMs = 60_000, report = true) {
   return joinHolder({ port, host: '127.0.0.1', live, staleAfterMs, everyMs: 60_000, logger: quiet, timeoutMs: 500, report });
 }
 
@@ -68,7 +68,7 @@ describe('a busy probe port is deferred to only when its holder proves it is thi
   });
 
   it('not to a real lifeline probe server of another instance (another key), nor without a key inherited', async () => {
-    const health = new Health();
+    const health = new HealthCatalog();
     cleanup.push(() => {
       health.close();
     });
@@ -87,7 +87,7 @@ describe('a busy probe port is deferred to only when its holder proves it is thi
 describe("a member's liveness reaches the holder's /live", () => {
   async function keyedHolder() {
     const key = newInstanceKey();
-    const health = new Health();
+    const health = new HealthCatalog();
     cleanup.push(() => {
       health.close();
     });
@@ -99,7 +99,7 @@ describe("a member's liveness reaches the holder's /live", () => {
 
   it('an unhealthy member fails /live naming its component and pid; healthy again, /live passes; bye forgets it', async () => {
     const { probes } = await keyedHolder();
-    let status: ReturnType<Health['status']> = healthy;
+    let status: ReturnType<HealthCatalog['status']> = healthy;
     const member = await join(probes.port, () => status);
     expect(member).toBeDefined();
     expect(await live(probes.port)).toEqual({ status: 200, unhealthy: [] });

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Health, startProbeServer } from '../../src/index.js';
+import { HealthCatalog, startProbeServer } from '../../src/index.js';
 import { ROOT } from '../support/node.js';
 import { describeStorm, probeOnce, probesUnderSilentFlood, type StormShape } from '../support/probe-storm.js';
 
@@ -26,8 +26,8 @@ const KUBELET_TIMEOUT_MS = 1_000;
 const BURST_CPU_MS = 400;
 
 const SERVER = `
-import { Health, startProbeServer } from 'otel-lifeline';
-const health = new Health();
+import { HealthCatalog, startProbeServer } from 'otel-lifeline';
+const health = new HealthCatalog();
 const probe = await startProbeServer({ health, port: 0, logger: { warn() {}, info() {}, debug() {} } });
 process.on('message', ({ what, id }) => {
   if (what === 'gc') globalThis.gc();
@@ -280,7 +280,7 @@ function said(result: AttackResult): string {
 
 describe('the probe server against slow clients that reconnect when cut', () => {
   it('answers fresh-connection probes within the kubelet timeout, through a mesh or from the node (plain node:http as the baseline)', async () => {
-    const health = new Health();
+    const health = new HealthCatalog();
     const lifeline = await startProbeServer({ health, port: 0, logger: { warn() {}, info() {}, debug() {} } });
     const underAttack = await probesUnderSlowClients(lifeline.port).finally(async () => {
       await lifeline.close();

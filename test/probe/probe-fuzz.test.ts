@@ -1,10 +1,10 @@
 import fc from 'fast-check';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Health, startProbeServer, type ProbeServer } from '../../src/index.js';
+import { HealthCatalog, startProbeServer, type ProbeServer } from '../../src/index.js';
 
 let probe: ProbeServer;
-const health = new Health();
+const health = new HealthCatalog();
 
 beforeAll(async () => {
   health.registerLiveness('fuzzed');

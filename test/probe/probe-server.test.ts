@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Health, LifelineError, startProbeServer, type Logger, type ProbeServer, type ProbeServerOptions } from '../../src/index.js';
+import { HealthCatalog, LifelineError, startProbeServer, type Logger, type ProbeServer, type ProbeServerOptions } from '../../src/index.js';
 import { rawExchange } from '../support/raw-http.js';
 
 /** How long a silent connection keeps its slot against newcomers (the server's rule), with a margin for timers. */
@@ -49,7 +49,7 @@ function probe(port: number, localAddress = '127.0.0.1'): Promise<string> {
 }
 
 async function serve(options: Partial<Omit<ProbeServerOptions, 'health' | 'logger'>> = {}) {
-  const health = new Health();
+  const health = new HealthCatalog();
   const logger = recordingLogger();
   const server: ProbeServer = await startProbeServer({ health, port: 0, logger, ...options });
   cleanup.push(
@@ -206,7 +206,7 @@ describe('probe server (README: API)', () => {
   });
 
   it('rejects invalid options naming the option and value', async () => {
-    const health = new Health();
+    const health = new HealthCatalog();
     for (const [options, text] of [
       [{ port: -1 }, 'port: -1'],
       [{ port: 70_000 }, 'port: 70000'],
@@ -228,18 +228,18 @@ describe('probe server (README: API)', () => {
 
   it('a taken port rejects with the listen error', async () => {
     const { server } = await serve();
-    await expect(startProbeServer({ health: new Health(), port: server.port })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    await expect(startProbeServer({ health: new HealthCatalog(), port: server.port })).rejects.toMatchObject({ code: 'EADDRINUSE' });
   });
 
   it('binds loopback by default outside Kubernetes, all interfaces inside', async () => {
     const saved = process.env.KUBERNETES_SERVICE_HOST;
     try {
       delete process.env.KUBERNETES_SERVICE_HOST;
-      const local = await startProbeServer({ health: new Health(), port: 0, logger: recordingLogger() });
+      const local = await startProbeServer({ health: new HealthCatalog(), port: 0, logger: recordingLogger() });
       cleanup.push(() => local.close());
       expect(local.url).toBe(`http://127.0.0.1:${local.port}`);
       process.env.KUBERNETES_SERVICE_HOST = '10.0.0.1';
-      const cluster = await startProbeServer({ health: new Health(), port: 0, logger: recordingLogger() });
+      const cluster = await startProbeServer({ health: new HealthCatalog(), port: 0, logger: recordingLogger() });
       cleanup.push(() => cluster.close());
       // Bound to 0.0.0.0: reachable on a non-127.0.0.1 loopback address too.
       expect((await fetch(`http://127.0.0.2:${cluster.port}/live`)).status).toBe(200);

@@ -6,7 +6,7 @@ import {
   contextWithoutDeadline,
   currentDeadline,
   DEADLINE_HEADER,
-  Health,
+  HealthCatalog,
   installDeadlineDispatcher,
   installInboundTrust,
   isDeadlineExceeded,
@@ -82,7 +82,7 @@ describe('withoutDeadline / contextWithoutDeadline', () => {
   });
 
   it('inside a tick: the tick deadline is gone, the tick trace stays', async () => {
-    const health = new Health({ interval: 1_000 });
+    const health = new HealthCatalog({ interval: 1_000 });
     try {
       const tick = health.registerLiveness('detach').take();
       if (tick === undefined) throw new Error('no tick');

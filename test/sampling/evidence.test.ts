@@ -12,7 +12,7 @@ import {
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   DeadlineSpanProcessor,
-  Health,
+  HealthCatalog,
   InFlightSpanProcessor,
   installDeadlineDispatcher,
   isDeadlineExceeded,
@@ -40,7 +40,7 @@ const { exporter, provider } = tracing;
 const tracer: Tracer = provider.getTracer('test');
 let installed: InstalledDeadlineDispatcher;
 let silent: TestServer;
-const catalogs: Health[] = [];
+const catalogs: HealthCatalog[] = [];
 const pending: Promise<unknown>[] = [];
 
 beforeAll(async () => {
@@ -178,7 +178,11 @@ describe('head sampling keeps the evidence (EvidenceSampler + EvidenceSpanProces
   });
 
   it('a stuck call is tracked in flight, explained by a verdict, and its trace exported with the snapshots', async () => {
-    const health = new Health({ interval: 60_000, tracerProvider: provider, diagnostics: { inFlight, tracerProvider: provider, ids } });
+    const health = new HealthCatalog({
+      interval: 60_000,
+      tracerProvider: provider,
+      diagnostics: { inFlight, tracerProvider: provider, ids },
+    });
     catalogs.push(health);
     const h = health.registerLiveness('poller');
     h.take();

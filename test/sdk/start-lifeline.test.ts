@@ -4,7 +4,7 @@ import { trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runModule } from '../support/node.js';
-import { Health } from '../../src/index.js';
+import { HealthCatalog } from '../../src/index.js';
 import { startLifeline, type Lifeline } from '../../src/sdk/index.js';
 
 let lifeline: Lifeline | undefined;
@@ -16,7 +16,7 @@ afterEach(async () => {
 describe('startLifeline (README: Add it to your service)', () => {
   it('starts the SDK, the probe server and the catalog; ticks reach the exporter', async () => {
     const exporter = new InMemorySpanExporter();
-    const health = new Health({ interval: 60_000 });
+    const health = new HealthCatalog({ interval: 60_000 });
     lifeline = await startLifeline({
       serviceName: 'svc',
       spanProcessors: [new SimpleSpanProcessor({ exporter })],
@@ -38,7 +38,7 @@ describe('startLifeline (README: Add it to your service)', () => {
   });
 
   it('probe: false starts no probe server; shutdown is idempotent and closes the catalog', async () => {
-    const health = new Health();
+    const health = new HealthCatalog();
     lifeline = await startLifeline({ spanProcessors: [], health, probe: false });
     expect(lifeline.probe).toBeUndefined();
     await Promise.all([lifeline.shutdown(), lifeline.shutdown()]);
@@ -50,10 +50,10 @@ describe('startLifeline (README: Add it to your service)', () => {
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
     try {
       const port = (taken.address() as AddressInfo).port;
-      await expect(startLifeline({ spanProcessors: [], health: new Health(), probe: { port } })).rejects.toMatchObject({
+      await expect(startLifeline({ spanProcessors: [], health: new HealthCatalog(), probe: { port } })).rejects.toMatchObject({
         code: 'EADDRINUSE',
       });
-      lifeline = await startLifeline({ spanProcessors: [], health: new Health(), probe: false });
+      lifeline = await startLifeline({ spanProcessors: [], health: new HealthCatalog(), probe: false });
     } finally {
       taken.close();
     }
@@ -78,7 +78,7 @@ describe('startLifeline (README: Add it to your service)', () => {
   });
 
   it('a second start in the same process is refused while the first runs', async () => {
-    lifeline = await startLifeline({ spanProcessors: [], health: new Health(), probe: false });
+    lifeline = await startLifeline({ spanProcessors: [], health: new HealthCatalog(), probe: false });
     await expect(startLifeline({ spanProcessors: [], probe: false })).rejects.toMatchObject({
       name: 'LifelineError',
       code: 'ERR_ALREADY_STARTED',

@@ -1,6 +1,6 @@
 import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan, type SpanProcessor } from '@opentelemetry/sdk-trace';
-import { Health } from '../../src/index.js';
+import { HealthCatalog } from '../../src/index.js';
 import { startLifeline, type Lifeline, type LifelineOptions } from '../../src/sdk/index.js';
 
 /** A real SDK tracer provider whose ended spans land in memory, for span-shape assertions. */
@@ -42,7 +42,7 @@ export async function endedClientSpan(
 export function startInMemoryLifeline(exporter: InMemorySpanExporter, options: LifelineOptions = {}): Promise<Lifeline> {
   return startLifeline({
     spanProcessors: [new SimpleSpanProcessor({ exporter })],
-    health: new Health(),
+    health: new HealthCatalog(),
     probe: false,
     handleSigterm: false,
     ...options,

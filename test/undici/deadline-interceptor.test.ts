@@ -4,7 +4,7 @@ import * as undici from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   currentDeadline,
-  Health,
+  HealthCatalog,
   installDeadlineDispatcher,
   isDeadlineExceeded,
   withDeadline,
@@ -131,7 +131,7 @@ describe('deadline scopes and the dispatcher', () => {
   });
 
   it("a tick's run aborts a call at the tick deadline, with source tick", async () => {
-    const health = new Health({ interval: 120, buffer: 1 });
+    const health = new HealthCatalog({ interval: 120, maxMissedTicks: 1 });
     try {
       const tick = health.registerLiveness('poller').take();
       if (tick === undefined) throw new Error('no tick');

@@ -3,7 +3,7 @@ import type * as Lifeline from '../../src/index.js';
 
 // The built package (`npm test` builds first): the watchdog thread runs from its own compiled file.
 const built = '../../dist/index.js';
-const { Health, startWatchdog } = (await import(built)) as typeof Lifeline;
+const { HealthCatalog, startWatchdog } = (await import(built)) as typeof Lifeline;
 
 const cleanup: (() => unknown)[] = [];
 afterEach(async () => {
@@ -12,7 +12,7 @@ afterEach(async () => {
 
 describe('probes served by the watchdog thread', () => {
   it('answer from a verdict as soon as it changes, not a heartbeat later', async () => {
-    const health = new Health({ interval: 60_000 });
+    const health = new HealthCatalog({ interval: 60_000 });
     // A beat every 250 ms: the verdicts a beat publishes would be up to 250 ms old.
     const watchdog = startWatchdog({
       thresholdMs: 5_000,

@@ -4,7 +4,7 @@ import type * as Lifeline from '../../src/index.js';
 
 // The built package (`npm test` builds first): the watchdog thread runs from its own compiled file.
 const built = '../../dist/index.js';
-const { Health, startWatchdog } = (await import(built)) as typeof Lifeline;
+const { HealthCatalog, startWatchdog } = (await import(built)) as typeof Lifeline;
 
 // Only records each Worker made, so the test can end the watchdog thread as a crash would.
 const { workers } = vi.hoisted(() => ({ workers: [] as Worker[] }));
@@ -25,7 +25,7 @@ afterEach(async () => {
 });
 
 /** Cleans up after the test, in reverse order: the probes, the watchdog, the catalog. */
-function closeAll(health: Lifeline.Health, watchdog: Lifeline.Watchdog, probes: Lifeline.ProbeServer): void {
+function closeAll(health: Lifeline.HealthCatalog, watchdog: Lifeline.Watchdog, probes: Lifeline.ProbeServer): void {
   cleanup.push(
     () => {
       health.close();
@@ -47,7 +47,7 @@ describe('the watchdog thread exits on its own (a crash, its heap limit)', () =>
   it('the probes it served are served from the main thread again, on the same port; it says so', async () => {
     const lines: string[] = [];
     const logger: Lifeline.Logger = { warn: (_obj, msg) => lines.push(msg), info: () => undefined, debug: () => undefined };
-    const health = new Health({ interval: 60_000 });
+    const health = new HealthCatalog({ interval: 60_000 });
     const watchdog = startWatchdog({ thresholdMs: 1_000, exportSpans: false, logger });
     const probes = await watchdog.serveProbes(health, { port: 0, host: '127.0.0.1' });
     closeAll(health, watchdog, probes);
@@ -72,7 +72,7 @@ describe('the watchdog thread exits on its own (a crash, its heap limit)', () =>
   });
 
   it('gone before it was asked to serve: the probes are served on the main thread', async () => {
-    const health = new Health({ interval: 60_000 });
+    const health = new HealthCatalog({ interval: 60_000 });
     const watchdog = startWatchdog({
       thresholdMs: 1_000,
       exportSpans: false,
