@@ -1,6 +1,7 @@
 import { LifelineError } from '../errors/index.js';
-import { isAddressOrRange, type TrustInbound } from '../inbound/index.js';
+import { DEFAULT_MAX_INBOUND_MS, isAddressOrRange, type TrustInbound } from '../inbound/index.js';
 import { hostEntry } from '../net/index.js';
+import { SETTINGS, settingFromEnv, type NumberSetting } from '../settings/index.js';
 
 /** lifeline's own settings read from the environment; `OTEL_*` is the NodeSDK's. */
 export interface EnvConfig {
@@ -65,30 +66,30 @@ const SWITCH = ['on', 'off'] as const;
  * and the value: a misconfigured service should fail at start, not run half-configured.
  */
 export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
-  const port = integer(env, 'LIFELINE_PROBE_PORT', 0, 65_535);
+  const port = setting(env, SETTINGS.probePort);
   const probeHost = host(env, 'LIFELINE_PROBE_HOST');
   const healthIntervalMs = healthIntervalFromEnv(env);
-  const defaultTimeoutMs = integer(env, 'LIFELINE_DEFAULT_TIMEOUT_MS', 1, 86_400_000);
+  const defaultTimeoutMs = setting(env, SETTINGS.defaultTimeout);
   const diagnosticsLog = oneOfEnv(env, 'LIFELINE_DIAGNOSTICS_LOG', ['debug', 'info'] as const);
-  const stuckAfterMs = integer(env, 'LIFELINE_STUCK_AFTER_MS', 1, 86_400_000);
+  const stuckAfterMs = setting(env, SETTINGS.stuckAfter);
   const logLevel = oneOfEnv(env, 'LIFELINE_LOG_LEVEL', LOG_LEVELS);
   const inboundDeadlines = trustFromEnv(env, 'LIFELINE_INBOUND_DEADLINES');
-  // At most the default maxInboundMs, which register mode cannot change.
-  const minInboundMs = integer(env, 'LIFELINE_MIN_INBOUND_MS', 0, 300_000);
+  // The option's bound is maxInboundMs, which register mode leaves at its default.
+  const minInboundMs = integer(env, 'LIFELINE_MIN_INBOUND_MS', 0, DEFAULT_MAX_INBOUND_MS);
   const esmHook = oneOfEnv(env, 'LIFELINE_ESM_HOOK', SWITCH) ?? 'on';
   const autoInstrumentations = oneOfEnv(env, 'LIFELINE_AUTO_INSTRUMENTATIONS', SWITCH) ?? 'on';
-  const headersTimeoutMs = integer(env, 'LIFELINE_HEADERS_TIMEOUT_MS', 0, 86_400_000) ?? DEFAULT_HEADERS_TIMEOUT_MS;
+  const headersTimeoutMs = setting(env, SETTINGS.headersTimeout) ?? DEFAULT_HEADERS_TIMEOUT_MS;
   const deadlineHeaderHosts = headerHostsFromEnv(env, 'LIFELINE_DEADLINE_HEADER_HOSTS');
   const envoyUpstreamTimeout = oneOfEnv(env, 'LIFELINE_ENVOY_UPSTREAM_TIMEOUT', SWITCH) ?? 'off';
   const grpcHealth = oneOfEnv(env, 'LIFELINE_GRPC_HEALTH', SWITCH) ?? 'on';
-  const maxSpans = integer(env, 'LIFELINE_EXPORT_BUFFER_SPANS', 1, 10_000_000);
-  const maxBytes = integer(env, 'LIFELINE_EXPORT_BUFFER_BYTES', 1, 2 ** 40);
-  const maxConnections = integer(env, 'LIFELINE_PROBE_MAX_CONNECTIONS', 1, 1_000_000);
-  const maxConnectionsPerAddress = integer(env, 'LIFELINE_PROBE_MAX_CONNECTIONS_PER_ADDRESS', 1, 1_000_000);
-  const maxOverflowConnections = integer(env, 'LIFELINE_PROBE_MAX_OVERFLOW_CONNECTIONS', 0, 1_000_000);
-  const maxRequestsPerSecond = integer(env, 'LIFELINE_PROBE_MAX_REQUESTS_PER_SECOND', 1, 10_000_000);
+  const maxSpans = setting(env, SETTINGS.exportBufferSpans);
+  const maxBytes = setting(env, SETTINGS.exportBufferBytes);
+  const maxConnections = setting(env, SETTINGS.probeMaxConnections);
+  const maxConnectionsPerAddress = setting(env, SETTINGS.probeMaxConnectionsPerAddress);
+  const maxOverflowConnections = setting(env, SETTINGS.probeMaxOverflowConnections);
+  const maxRequestsPerSecond = setting(env, SETTINGS.probeMaxRequestsPerSecond);
   const watchdog = oneOfEnv(env, 'LIFELINE_WATCHDOG', SWITCH);
-  const thresholdMs = integer(env, 'LIFELINE_WATCHDOG_THRESHOLD_MS', 10, 86_400_000);
+  const thresholdMs = setting(env, SETTINGS.watchdogThreshold);
   const evidence = oneOfEnv(env, 'LIFELINE_EVIDENCE', SWITCH) ?? 'on';
   return {
     evidence: evidence === 'on',
@@ -119,12 +120,11 @@ export function readEnvConfig(env: NodeJS.ProcessEnv = process.env): EnvConfig {
 
 /**
  * `LIFELINE_HEALTH_INTERVAL_MS` alone: the one setting the core entry reads (for the process-wide
- * catalog), so that importing lifeline never fails on a setting only register mode uses. At least
- * 10: the watchdog's threshold defaults to it and needs that much (the error must name what the
- * operator set, not `watchdog.thresholdMs`); below 1000 is taken but warned about (`envCorrections`).
+ * catalog), so that importing lifeline never fails on a setting only register mode uses. Below 1000
+ * it is taken but warned about (`envCorrections`).
  */
 export function healthIntervalFromEnv(env: NodeJS.ProcessEnv = process.env): number | undefined {
-  return integer(env, 'LIFELINE_HEALTH_INTERVAL_MS', 10, 86_400_000);
+  return setting(env, SETTINGS.healthInterval);
 }
 
 /** `internal`, `all`, `none`, or a comma-separated list of host names, `.suffix`es and `internal`. */
@@ -159,6 +159,11 @@ export function envInteger(env: NodeJS.ProcessEnv, name: string, min: number, ma
   // Bounded before Number(): 16 digits already exceed any max a caller passes.
   const n = /^\d{1,16}$/.test(value) ? Number(value) : Number.NaN;
   return n >= min && n <= max ? { value: n } : { invalid: value, expected: `an integer from ${String(min)} to ${String(max)}` };
+}
+
+/** A numeric setting's variable, by the rule its option follows too (src/settings). */
+function setting(env: NodeJS.ProcessEnv, numeric: NumberSetting): number | undefined {
+  return settingFromEnv(numeric, raw(env, numeric.env));
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, min: number, max: number): number | undefined {

@@ -1,8 +1,9 @@
 import { context as apiContext, trace, type TracerProvider } from '@opentelemetry/api';
-import { MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
+import { numberOption, oneOf } from '../errors/index.js';
 import { defaultLogger, logSwallowed, type Logger } from '../log/index.js';
 import { Redactor } from '../redaction/index.js';
 import { scopeTracer } from '../semconv/index.js';
+import { SETTINGS, settingOption } from '../settings/index.js';
 import type { InFlightSpanProcessor } from './in-flight-span-processor.js';
 import { ProcessView } from './process-view.js';
 import type { SnapshotIdGenerator } from './snapshot-ids.js';
@@ -88,7 +89,7 @@ export class Diagnostics implements HealthDiagnostics {
       stuckAfterMs = 10_000,
     } = options;
     numberOption('diagnostics.minIntervalMs', minIntervalMs, { min: 0, unit: 'ms' });
-    numberOption('diagnostics.stuckAfterMs', stuckAfterMs, { min: 1, max: MAX_TIMER_MS, unit: 'ms' });
+    settingOption(SETTINGS.stuckAfter, stuckAfterMs);
     numberOption('diagnostics.maxBytes', maxBytes, { min: 256, integer: true });
     this.#inFlight = inFlight;
     const tracer = scopeTracer(tracerProvider);

@@ -1,4 +1,6 @@
 export {
+  allows,
+  expectation,
   LifelineError,
   MAX_TIMER_MS,
   errorText,

@@ -49,17 +49,26 @@ export interface NumberRule {
 
 /** `value` if it is a number the rule allows, else an `ERR_INVALID_OPTION` error naming the option and the rule. */
 export function numberOption(option: string, value: unknown, rule: NumberRule): number {
+  if (allows(rule, value)) return value;
+  throw invalidOption(option, value, expectation(rule));
+}
+
+/** Whether `value` is a number `rule` allows. */
+export function allows(rule: NumberRule, value: unknown): value is number {
   const { min, above = false, max = Number.MAX_VALUE, integer = false } = rule;
-  if (
+  return (
     typeof value === 'number' &&
     (above ? value > min : value >= min) &&
     value <= max &&
     (integer ? Number.isSafeInteger(value) : Number.isFinite(value))
-  )
-    return value;
-  const what = integer ? 'an integer' : rule.unit === 'ms' ? 'a number of ms' : 'a number';
+  );
+}
+
+/** What `rule` allows, as its errors say it: `a number of ms > 0 and at most 2147483647`. */
+export function expectation(rule: NumberRule): string {
+  const what = rule.integer === true ? 'an integer' : rule.unit === 'ms' ? 'a number of ms' : 'a number';
   const most = rule.max === undefined ? '' : ` and at most ${String(rule.max)}`;
-  throw invalidOption(option, value, `${what} ${above ? '>' : '≥'} ${String(min)}${most}`);
+  return `${what} ${rule.above === true ? '>' : '≥'} ${String(rule.min)}${most}`;
 }
 
 /** What a caught value says, for a log line: an error's message, a thrown string, else its type. */

@@ -1,6 +1,6 @@
 import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
-import { numberOption } from '../errors/index.js';
+import { SETTINGS, settingOption } from '../settings/index.js';
 import type { Logger } from '../log/index.js';
 import { DropReport, type DropReason } from './drop-report.js';
 import { canAbortSends } from './abortable-sends.js';
@@ -64,12 +64,8 @@ export class RetryingExporter implements SpanExporter {
   ) {
     this.#maxSpans = options.maxSpans ?? 2_048;
     this.#maxBytes = options.maxBytes ?? 16 * 2 ** 20;
-    for (const [name, value] of [
-      ['maxSpans', this.#maxSpans],
-      ['maxBytes', this.#maxBytes],
-    ] as const) {
-      numberOption(`exportBuffer.${name}`, value, { min: 1, integer: true });
-    }
+    settingOption(SETTINGS.exportBufferSpans, this.#maxSpans);
+    settingOption(SETTINGS.exportBufferBytes, this.#maxBytes);
     this.#initialBackoffMs = options.initialBackoffMs ?? 500;
     this.#maxBackoffMs = options.maxBackoffMs ?? 30_000;
     this.#backoffMs = this.#initialBackoffMs;

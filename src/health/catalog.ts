@@ -7,9 +7,10 @@ import {
   type DiagnosticsOptions,
   type HealthDiagnostics,
 } from '../diagnostics/index.js';
-import { invalidOption, LifelineError, MAX_TIMER_MS, numberOption, oneOf } from '../errors/index.js';
+import { invalidOption, LifelineError, numberOption, oneOf } from '../errors/index.js';
 import { defaultLogger, logSwallowed, type Logger } from '../log/index.js';
 import { scopeTracer } from '../semconv/index.js';
+import { SETTINGS, settingOption } from '../settings/index.js';
 import { ComponentHandle, type ComponentReport } from './component.js';
 import type { ProbeKind } from './tick.js';
 
@@ -417,7 +418,7 @@ const DEFAULT_INTERVAL_MS = 15_000;
 
 function checkedInterval(interval: number): number {
   // A timer cannot wait longer than 2^31-1 ms (it would fire every ms instead).
-  numberOption('interval', interval, { min: 0, above: true, max: MAX_TIMER_MS, unit: 'ms' });
+  settingOption(SETTINGS.healthInterval, interval);
   return interval;
 }
 

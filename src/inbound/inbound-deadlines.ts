@@ -16,6 +16,8 @@ export interface InboundDeadlineOptions {
 }
 
 const MAX_BUDGET_MS = 1e12;
+/** The most of a caller's budget a server takes unless told otherwise (`maxInboundMs`): 5 min. */
+export const DEFAULT_MAX_INBOUND_MS = 300_000;
 
 /**
  * The trust rule and budget bounds of one server, validated once: HTTP's propagator and gRPC's
@@ -28,7 +30,7 @@ export class InboundDeadlines {
 
   /** @throws LifelineError `ERR_INVALID_OPTION` naming the option for a bad value. */
   constructor(options: InboundDeadlineOptions = {}) {
-    const { trustInbound = 'private', minInboundMs = 0, maxInboundMs = 300_000 } = options;
+    const { trustInbound = 'private', minInboundMs = 0, maxInboundMs = DEFAULT_MAX_INBOUND_MS } = options;
     if (typeof maxInboundMs !== 'number' || !(maxInboundMs > 0 && maxInboundMs <= MAX_BUDGET_MS))
       throw invalidOption('maxInboundMs', maxInboundMs, `a number of ms > 0 (at most ${String(MAX_BUDGET_MS)})`);
     if (typeof minInboundMs !== 'number' || !(minInboundMs >= 0 && minInboundMs <= maxInboundMs))

@@ -1,4 +1,5 @@
-import { invalidOption } from '../errors/index.js';
+import { invalidOption, numberOption } from '../errors/index.js';
+import { SETTINGS, settingOption } from '../settings/index.js';
 import { DEADLINE_HEADER, ENVOY_UPSTREAM_TIMEOUT_HEADER } from '../propagation/index.js';
 import { HeaderHosts, type DeadlineHeaderHosts } from './header-hosts.js';
 import { stateless } from './stateless-regexp.js';
@@ -103,10 +104,8 @@ export class DeadlinePolicy {
     const given: unknown = policy; // checked as what callers may really pass, not as what the type says
     if (!Array.isArray(given)) throw invalidOption('policy', policy, 'an array of rules');
     policy.forEach(validateRule);
-    if (defaultTimeoutMs !== undefined && !isBudget(defaultTimeoutMs))
-      throw invalidOption('defaultTimeoutMs', defaultTimeoutMs, 'a number of ms > 0 (at most 1e15)');
-    if (headersTimeoutMs !== undefined && headersTimeoutMs !== 0 && !isBudget(headersTimeoutMs))
-      throw invalidOption('headersTimeoutMs', headersTimeoutMs, 'a number of ms >= 0 (at most 1e15; 0: no bound)');
+    if (defaultTimeoutMs !== undefined) settingOption(SETTINGS.defaultTimeout, defaultTimeoutMs);
+    if (headersTimeoutMs !== undefined) settingOption(SETTINGS.headersTimeout, headersTimeoutMs); // 0: no bound
     this.headerHosts = new HeaderHosts(deadlineHeaderHosts);
     this.#rules = policy.map((rule) => ({
       match: Object.fromEntries(Object.entries<RuleValue>(rule.match).map(([key, value]) => [key, stateless(value)])),
@@ -154,7 +153,7 @@ function validateRule(rule: unknown, index: number): void {
   const at = `policy[${index}]`;
   if (typeof rule !== 'object' || rule === null) throw invalidOption(at, rule, 'a rule { match, timeoutMs }');
   const { match, timeoutMs } = rule as { match?: unknown; timeoutMs?: unknown };
-  if (!isBudget(timeoutMs)) throw invalidOption(`${at}.timeoutMs`, timeoutMs, 'a number of ms > 0 (at most 1e15)');
+  numberOption(`${at}.timeoutMs`, timeoutMs, SETTINGS.defaultTimeout); // a rule's budget is bounded as the default's
   if (typeof match !== 'object' || match === null || Object.keys(match).length === 0)
     throw invalidOption(`${at}.match`, match, 'an object with at least one attribute');
   for (const [key, value] of Object.entries(match as Record<string, unknown>)) {
@@ -162,11 +161,4 @@ function validateRule(rule: unknown, index: number): void {
     if (typeof value !== 'string' && typeof value !== 'number' && !(value instanceof RegExp))
       throw invalidOption(`${at}.match['${key}']`, value, 'a string, number or RegExp');
   }
-}
-
-/** A budget a Date can still hold once added to now (about 31,700 years is plenty). */
-const MAX_BUDGET_MS = 1e15;
-
-function isBudget(value: unknown): value is number {
-  return typeof value === 'number' && value > 0 && value <= MAX_BUDGET_MS;
 }

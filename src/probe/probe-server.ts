@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { DEFAULT_PROBE_PORT, inKubernetes } from '../config/index.js';
+import { SETTINGS, settingOption } from '../settings/index.js';
 import { invalidOption, MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import type { HealthStatus, ProbeKind } from '../health/index.js';
 import { loggerOrDefault, type Logger } from '../log/index.js';
@@ -133,17 +134,17 @@ export async function startProbeServer(options: ProbeServerOptions): Promise<Pro
     maxRequestsPerSecond = 1_000,
     instanceKey,
   } = options;
-  numberOption('port', port, { min: 0, max: 65_535, integer: true });
+  settingOption(SETTINGS.probePort, port);
   if (typeof host !== 'string' || host === '') throw invalidOption('host', host, 'a non-empty host name or address');
   numberOption('requestTimeoutMs', requestTimeoutMs, { min: 0, above: true, max: MAX_TIMER_MS, unit: 'ms' });
   numberOption('failureLogIntervalMs', failureLogIntervalMs, { min: 0, above: true, unit: 'ms' });
   if (typeof debugDiagnostics !== 'boolean') throw invalidOption('debugDiagnostics', debugDiagnostics, 'a boolean');
-  numberOption('maxConnections', maxConnections, { min: 1, integer: true });
-  numberOption('maxConnectionsPerAddress', maxConnectionsPerAddress, { min: 1, integer: true });
-  numberOption('maxOverflowConnections', maxOverflowConnections, { min: 0, integer: true });
+  settingOption(SETTINGS.probeMaxConnections, maxConnections);
+  settingOption(SETTINGS.probeMaxConnectionsPerAddress, maxConnectionsPerAddress);
+  settingOption(SETTINGS.probeMaxOverflowConnections, maxOverflowConnections);
   numberOption('maxRequestsPerConnection', maxRequestsPerConnection, { min: 1, integer: true });
   numberOption('maxUnsentBytes', maxUnsentBytes, { min: 1, integer: true });
-  numberOption('maxRequestsPerSecond', maxRequestsPerSecond, { min: 0, above: true });
+  settingOption(SETTINGS.probeMaxRequestsPerSecond, maxRequestsPerSecond);
   if (instanceKey !== undefined && (typeof instanceKey !== 'string' || instanceKey.length < 32))
     throw invalidOption('instanceKey', '(hidden)', 'a string of at least 32 characters');
 

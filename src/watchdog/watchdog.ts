@@ -4,10 +4,11 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { RedactionOptions } from '../redaction/index.js';
-import { errorText, LifelineError, MAX_TIMER_MS, numberOption } from '../errors/index.js';
+import { errorText, LifelineError, numberOption } from '../errors/index.js';
 import { PROBE_KINDS, SELF_COMPONENT, type HealthCatalog, type HealthStatus, type ProbeKind } from '../health/index.js';
 import { loggerOrDefault, type Logger } from '../log/index.js';
 import { isoTime } from '../semconv/index.js';
+import { SETTINGS, settingOption } from '../settings/index.js';
 import { startProbeServer, type ProbeServer } from '../probe/index.js';
 import { describeFrame, topUserFrame, type BlockedFrame } from './frames.js';
 import { beatPeriodMs, startHeartbeat } from './heartbeat.js';
@@ -117,7 +118,7 @@ const THREAD_EXITED = { type: 'serve-failed', name: 'Error', code: 'ERR_WATCHDOG
  */
 export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
   const { thresholdMs = 5_000, minReportIntervalMs = 60_000, exportSpans = true, serviceName, redact, onBlock } = options;
-  numberOption('watchdog.thresholdMs', thresholdMs, { min: 10, max: MAX_TIMER_MS, unit: 'ms' });
+  settingOption(SETTINGS.watchdogThreshold, thresholdMs);
   if (minReportIntervalMs !== Number.POSITIVE_INFINITY)
     numberOption('watchdog.minReportIntervalMs', minReportIntervalMs, { min: 0, unit: 'ms' }); // Infinity: report one block only
   const logger = loggerOrDefault(options.logger);

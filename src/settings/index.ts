@@ -1,0 +1,1 @@
+export { SETTINGS, settingFromEnv, settingOption, type NumberSetting } from './settings.js';
