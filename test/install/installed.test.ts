@@ -88,41 +88,24 @@ describe('installing a client family twice', () => {
       request.end();
     });
 
-  it('node:http: the second install is in force alone, and the first again once it goes', async () => {
-    const first = installHttpDeadlines(shortRule());
-    const second = installHttpDeadlines();
-    try {
-      const underSecond = await cut(
-        (fn) => withTimeout(400, fn),
-        () => get(`${server.url}/second`),
-      );
-      expect(deadlineErrorOf(underSecond.error)).toMatchObject({ deadline: underSecond.at, source: 'scope' });
-      second.uninstall();
-      const underFirst = await get(`${server.url}/first`).then(
-        () => undefined,
-        (error: unknown) => error,
-      );
-      expect(isDeadlineExceeded(underFirst)).toBe(true);
-      expect(deadlineErrorOf(underFirst)?.source).toBe('policy');
-    } finally {
-      second.uninstall();
-      first.uninstall();
-    }
-  });
+  const slot = Symbol.for('undici.globalDispatcher.2');
+  const globalDispatcher = (): unknown => (globalThis as Record<symbol, unknown>)[slot];
 
-  it('undici: the second install is in force alone, and the first again once it goes', async () => {
-    const slot = Symbol.for('undici.globalDispatcher.2');
-    const before = (globalThis as Record<symbol, unknown>)[slot];
-    const first = installDeadlineDispatcher(shortRule());
-    const second = installDeadlineDispatcher();
+  it.each([
+    { family: 'node:http', install: installHttpDeadlines, call: get },
+    { family: 'undici', install: installDeadlineDispatcher, call: (url: string) => fetch(url) },
+  ])('$family: the second install is in force alone, and the first again once it goes', async ({ install, call }) => {
+    const before = globalDispatcher();
+    const first = install(shortRule());
+    const second = install();
     try {
       const underSecond = await cut(
         (fn) => withTimeout(400, fn),
-        () => fetch(`${server.url}/second`),
+        () => call(`${server.url}/second`),
       );
       expect(deadlineErrorOf(underSecond.error)).toMatchObject({ deadline: underSecond.at, source: 'scope' });
       second.uninstall();
-      const underFirst = await fetch(`${server.url}/first`).then(
+      const underFirst = await call(`${server.url}/first`).then(
         () => undefined,
         (error: unknown) => error,
       );
@@ -132,6 +115,6 @@ describe('installing a client family twice', () => {
       second.uninstall();
       first.uninstall();
     }
-    expect((globalThis as Record<symbol, unknown>)[slot]).toBe(before);
+    expect(globalDispatcher()).toBe(before); // nothing of either left
   });
 });
