@@ -26,7 +26,7 @@ async function probeServer() {
   return { health, server };
 }
 
-describe('lifeline health (README: API)', () => {
+describe('lifeline health (docs/probes.md)', () => {
   it('prints PASS and exits 0 when healthy', async () => {
     const { health, server } = await probeServer();
     const poller = health.registerLiveness('poller');

@@ -3,7 +3,7 @@ import { readEnvConfig } from '../../src/config/index.js';
 import { LifelineError } from '../../src/index.js';
 import { runModule } from '../support/node.js';
 
-describe('readEnvConfig (README: Configuration)', () => {
+describe('readEnvConfig (docs/configuration.md)', () => {
   it('defaults when nothing is set', () => {
     expect(readEnvConfig({})).toEqual({
       probe: {},

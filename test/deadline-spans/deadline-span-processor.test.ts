@@ -46,7 +46,7 @@ function clientSpans(): ReadableSpan[] {
   return exporter.getFinishedSpans().filter((s) => s.attributes['http.request.method'] !== undefined);
 }
 
-describe('DeadlineSpanProcessor with the undici instrumentation (README: Deadlines on every remote call)', () => {
+describe('DeadlineSpanProcessor with the undici instrumentation (docs/deadlines.md)', () => {
   it('a client span under a deadline records at, budget and source; the header carries the budget', async () => {
     const before = Date.now();
     await withTimeout(2_000, async () => (await fetch(`${ok.url}/a`)).text());

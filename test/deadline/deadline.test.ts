@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { currentDeadline, DeadlineExceededError, isDeadlineExceeded, LifelineError, withDeadline, withTimeout } from '../../src/index.js';
 import { sleep } from '../support/tracing.js';
 
-describe('deadline scopes (README: Deadlines on every remote call)', () => {
+describe('deadline scopes (docs/deadlines.md)', () => {
   it('no deadline outside a scope', () => {
     expect(currentDeadline()).toBeUndefined();
   });

@@ -140,7 +140,7 @@ function reporterStuck(deadlineMs: number): { tick: InFlightNode; stuck: Diagnos
 const verdicts = (): ReadableSpan[] => exporter.getFinishedSpans().filter((s) => s.name.startsWith('health verdict'));
 const named = (name: string): ReadableSpan[] => exporter.getFinishedSpans().filter((s) => s.name === name);
 
-describe('an unhealthy verdict explains itself (README: When a component turns unhealthy)', () => {
+describe('an unhealthy verdict explains itself (docs/diagnostics.md)', () => {
   it('exports the verdict with the in-flight tree, the stacks and the socket, plus snapshot spans', async () => {
     const health = catalog();
     const tickTrace = await stuckPoller(health);

@@ -9,7 +9,7 @@ import { eventually, findTraces } from '../support/jaeger.js';
 import { ROOT, stopChild } from '../support/node.js';
 
 // What a person sees in the real Jaeger UI (jaeger-ui v1.76.0, the UI of the Jaeger v2.13 the stack
-// builds) for the stuck-dependency example, in headless Chromium: the README's searches, performed
+// builds) for the stuck-dependency example, in headless Chromium: the documented searches (README, docs/diagnostics.md), performed
 // as a user would, and what they list. Screenshots go to test-results/jaeger-ui/.
 const SERVICE = 'e2e-ui';
 /** A service under register mode with no lifeline code: no component, so no verdict, ever. */
@@ -145,7 +145,7 @@ async function openSwitch(selector: string): Promise<void> {
   await page.waitForFunction(open, { timeout: 1_000 });
 }
 
-/** The search page with the form filled as the README says (the UI keeps its form in the URL). */
+/** The search page with the form filled as the docs say (the UI keeps its form in the URL). */
 async function search(tags: Record<string, string>, service = SERVICE): Promise<{ title: string; text: string }[]> {
   await page.goto(`${stack?.uiUrl ?? ''}/search?service=${service}&lookback=1h&limit=20&tags=${encodeURIComponent(JSON.stringify(tags))}`, {
     waitUntil: 'networkidle0',
@@ -179,7 +179,7 @@ async function expand(name: RegExp): Promise<string> {
 }
 
 describe('the Jaeger UI, as a person reads it (stuck-dependency example)', () => {
-  it("the README's first search lists the stuck component's trace with an error badge; its rows say in flight and how far past the deadline; it links to the verdict", async () => {
+  it("the documented first search lists the stuck component's trace with an error badge; its rows say in flight and how far past the deadline; it links to the verdict", async () => {
     const results = await search({ 'lifeline.in_flight': 'true' });
     await page.screenshot({ path: join(RESULTS, '1-search-in-flight.png') });
     const stuck = results.find((r) => /tick indexer \(in flight, (past deadline|\d+ s past deadline)\)/.test(r.title));
@@ -214,7 +214,7 @@ describe('the Jaeger UI, as a person reads it (stuck-dependency example)', () =>
     ).toBe(true);
   });
 
-  it("Jaeger's own error search finds none of it (the README says what to search instead)", async () => {
+  it("Jaeger's own error search finds none of it (the docs say what to search instead)", async () => {
     const queryUrl = stack?.queryUrl ?? '';
     const counts = {
       errorTrue: (await findTraces(queryUrl, SERVICE, { error: 'true' })).length,
@@ -271,7 +271,7 @@ describe('the Jaeger UI, as a person reads it (stuck-dependency example)', () =>
 });
 
 describe('the Jaeger UI, as a person reads it (a zero-code service with a stuck request)', () => {
-  it("the README's first search lists the stuck request with an error badge; its row says how long it has been in flight, with no deadline", async () => {
+  it('the documented first search lists the stuck request with an error badge; its row says how long it has been in flight, with no deadline', async () => {
     const results = await search({ 'lifeline.in_flight': 'true' }, ZERO_CODE);
     await page.screenshot({ path: join(RESULTS, '8-zero-code-search.png') });
     const stuck = results.find((r) => /GET .*\(in flight, \d+ s, no deadline\)/.test(r.title));

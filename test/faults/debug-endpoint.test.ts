@@ -34,7 +34,7 @@ async function fetchFromHost(url: string): Promise<number> {
   return Number(out.trim());
 }
 
-describe('/debug/diagnostics answers loopback clients only (README: API)', () => {
+describe('/debug/diagnostics answers loopback clients only (docs/probes.md)', () => {
   it('refuses a client from another namespace (404), while its probes are served', async () => {
     expect(await fetchFromHost(`http://${host.localIp}:${probe.port}/live`)).toBe(200);
     expect(await fetchFromHost(`http://${host.localIp}:${probe.port}/debug/diagnostics`)).toBe(404); // not even shown to exist

@@ -5,7 +5,7 @@ import { startService } from '../support/service.js';
 // A collector unreachable for a long time (nothing listens: every export refused at once) while the
 // service ends 200 spans a second of 32 KiB each. What the exporter keeps for a retry is bounded
 // (LIFELINE_EXPORT_BUFFER_BYTES, 16 MiB by default), so the heap must level off within seconds and
-// stay there. OUTAGE_SECONDS lengthens it (the README's figure is from 600).
+// stay there. OUTAGE_SECONDS lengthens it (docs/reliability.md's figure is from 600).
 const OUTAGE_MS = Number(process.env.OUTAGE_SECONDS ?? 60) * 1_000;
 const SPAN_BYTES = 32 * 1_024;
 const BUFFER_BYTES = 16 * 2 ** 20;

@@ -14,7 +14,7 @@ afterEach(() => {
   for (const health of catalogs.splice(0)) health.close();
 });
 
-describe('tick spans (README: Concepts)', () => {
+describe('tick spans (docs/concepts.md)', () => {
   it('one span per taken tick, named and attributed, ended when run settles', async () => {
     const { health, spans } = setup({ interval: 1_000, maxMissedTicks: 2 });
     const h = health.registerLiveness('poller');

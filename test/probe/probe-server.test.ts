@@ -61,7 +61,7 @@ async function serve(options: Partial<Omit<ProbeServerOptions, 'health' | 'logge
   return { health, server, logger };
 }
 
-describe('probe server (README: API)', () => {
+describe('probe server (docs/probes.md)', () => {
   it('serves 200 pass with JSON, no-store, when everything is healthy', async () => {
     const { server } = await serve();
     expect(server.url).toBe(`http://127.0.0.1:${server.port}`);

@@ -32,7 +32,7 @@ afterAll(async () => {
   await receiver.close();
 });
 
-describe('deadlines across three real services A -> B -> C (README: Deadlines on every remote call)', () => {
+describe('deadlines across three real services A -> B -> C (docs/deadlines.md)', () => {
   it("C stalls; A's withTimeout(500) makes B's call to C abort at A's deadline; B's spans say inbound", async () => {
     const [a] = services;
     // C never answers: only a deadline ends the chain. A's answer is bounded so that a broken one fails here.

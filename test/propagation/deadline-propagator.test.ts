@@ -19,7 +19,7 @@ function extract(headers: Record<string, unknown>, ctx: Context = ROOT_CONTEXT):
   return context.with(extracted, () => currentDeadline());
 }
 
-describe('DeadlinePropagator (README: Deadlines on every remote call)', () => {
+describe('DeadlinePropagator (docs/deadlines.md)', () => {
   it('injects nothing, even under a deadline: the clients set the header, knowing the host', () => {
     const carrier: Record<string, string> = {};
     withTimeout(1_500, () => {

@@ -8,7 +8,7 @@ import { ADVERSARIAL_TEXT, adversarialQuery, repeatedTo } from '../../bench/supp
 
 const redactor = new Redactor();
 
-describe('Redactor (README: When a component turns unhealthy)', () => {
+describe('Redactor (docs/diagnostics.md)', () => {
   it.each([
     ['https://user:pa55@api.example/x?a=1', 'https://api.example/x?a=1'],
     ['http://h/p?access_token=abc&page=2', 'http://h/p?access_token=REDACTED&page=2'],

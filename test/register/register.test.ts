@@ -23,7 +23,7 @@ async function probeRegisteredApp(app: string, port: number): Promise<{ live: nu
   return { live: res.status, body, code };
 }
 
-describe('lifeline/register (README: Configuration)', () => {
+describe('lifeline/register (docs/configuration.md)', () => {
   it.each(['test/fixtures/plain-app.mjs', 'test/fixtures/plain-app.cjs'])(
     'instruments the unmodified app %s: probe server up, process still exits by itself',
     async (app) => {

@@ -7,7 +7,7 @@ import { otlpReceiver } from '../support/otlp-receiver.js';
 
 const secret = (label: string) => `${label}-${randomBytes(6).toString('hex')}`;
 
-describe('planted credentials never leave the process (README: When a component turns unhealthy)', () => {
+describe('planted credentials never leave the process (docs/diagnostics.md)', () => {
   it('URL userinfo, token query values, authorization and cookie headers, a secret in an error message: in no exported span or event, no lifeline log line, not in /debug/diagnostics', async () => {
     const receiver = await otlpReceiver();
     const secrets = { TOKEN: secret('tok'), BEARER: secret('bearer'), COOKIE: secret('cookie'), PASSWORD: secret('pw') };

@@ -13,7 +13,7 @@ afterEach(async () => {
   lifeline = undefined;
 });
 
-describe('startLifeline (README: Add it to your service)', () => {
+describe('startLifeline (docs/getting-started.md)', () => {
   it('starts the SDK, the probe server and the catalog; ticks reach the exporter', async () => {
     const exporter = new InMemorySpanExporter();
     const health = new HealthCatalog({ interval: 60_000 });

@@ -51,7 +51,7 @@ afterAll(async () => {
 /** Runs `call` under a deadline `ms` from now (epoch ms, as `withDeadline` takes it). */
 const underDeadlineIn = (ms: number) => (fn: () => Promise<unknown>) => withDeadline(Date.now() + ms, fn);
 
-describe.each(Object.entries(CLIENTS))('%s under a deadline (README: Deadlines on every remote call)', (_name, call) => {
+describe.each(Object.entries(CLIENTS))('%s under a deadline (docs/deadlines.md)', (_name, call) => {
   it.each([
     ['waiting for headers', 'silent'],
     ['with the body stalled after the headers', 'stall'],
