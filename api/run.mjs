@@ -1,7 +1,7 @@
 // The public surface of every entry in package.json `exports`, from the built declarations (dist/):
 //   node api/run.mjs check   fail when api/*.api.md or docs/api/ differ from what the code declares
 //   node api/run.mjs update  rewrite api/*.api.md (the API reports, reviewed in diffs)
-//   node api/run.mjs docs    rewrite docs/api/ (the reference, from the TSDoc, by api-documenter)
+//   node api/run.mjs docs    rewrite docs/api/ (the reference, from the TSDoc, by api-documenter; page names: documenter-names.mjs)
 // The npm scripts api:check, api:update and docs:api build first.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -88,9 +88,15 @@ if (mode !== 'docs') {
 if (mode !== 'update') {
   const out = mode === 'docs' ? docsFolder : path.join(work, 'docs');
   const documenter = path.join(root, 'node_modules', '.bin', 'api-documenter');
-  const run = spawnSync(process.execPath, [documenter, 'markdown', '--input-folder', modelFolder, '--output-folder', out], {
-    encoding: 'utf8',
-  });
+  const names = path.join(root, 'api', 'documenter-names.mjs');
+  const run = spawnSync(
+    process.execPath,
+    ['--import', names, documenter, 'markdown', '--input-folder', modelFolder, '--output-folder', out],
+    {
+      encoding: 'utf8',
+      env: { ...process.env, API_DOCUMENTER_CASE_NAMES: JSON.stringify(caseCollisions()) },
+    },
+  );
   if (run.status !== 0) {
     console.error(run.stdout, run.stderr);
     process.exit(1);
@@ -115,6 +121,31 @@ process.exit(failed ? 1 : 0);
 function exportsOf(name) {
   const model = JSON.parse(fs.readFileSync(path.join(modelFolder, `${name}.api.json`), 'utf8'));
   return new Set(model.members.flatMap((entryPoint) => entryPoint.members.map((member) => member.name)));
+}
+
+/**
+ * The names that differ from another name of their scope (an entry, a class, …) only in case, in
+ * any entry's doc model, but the one of each such set with the fewest capitals (`health`, not
+ * `Health`): api/documenter-names.mjs gives them pages of their own.
+ */
+function caseCollisions() {
+  const capitals = (name) => name.replace(/[^A-Z]/g, '').length;
+  const renamed = new Set();
+  const walk = (item) => {
+    const spellings = new Map();
+    for (const member of item.members ?? []) {
+      walk(member);
+      if (member.name === undefined) continue; // a constructor, an index signature
+      const lower = member.name.toLowerCase();
+      spellings.set(lower, (spellings.get(lower) ?? new Set()).add(member.name));
+    }
+    for (const names of spellings.values()) {
+      const [, ...others] = [...names].sort((a, b) => capitals(a) - capitals(b) || (a < b ? -1 : a > b ? 1 : 0));
+      for (const name of others) renamed.add(name);
+    }
+  };
+  for (const { name } of entries) walk(JSON.parse(fs.readFileSync(path.join(modelFolder, `${name}.api.json`), 'utf8')));
+  return [...renamed].sort();
 }
 
 /** Shows `otel-lifeline-sdk` as `otel-lifeline/sdk` in the text of the reference (file names stay). */

@@ -30,6 +30,11 @@ const DEADLINE_MESSAGE = 'deadline exceeded (';
  * `lifeline.deadline.overdue_ms` (how far past), its status left as it was.
  */
 export class DeadlineSpanProcessor implements SpanProcessor {
+  /**
+   * Records the deadline the span starts under (`lifeline.deadline.at`, `budget_ms`, `source`), and
+   * marks a client span with none, or only a headers bound, `lifeline.deadline.missing`. A tick
+   * span keeps the deadline it already carries.
+   */
   onStart(span: Span, parentContext: Context): void {
     // Tick spans carry their own deadline; a scope around the tick must not overwrite it.
     if (span.attributes[ATTR_DEADLINE_SOURCE] !== undefined) return;
@@ -41,6 +46,10 @@ export class DeadlineSpanProcessor implements SpanProcessor {
     }
   }
 
+  /**
+   * Marks a span its deadline ended (`lifeline.deadline.exceeded`, `error.type` `timeout`, status
+   * ERROR), or one that ended past its deadline (`lifeline.deadline.exceeded`, `overdue_ms`).
+   */
   onEnding(span: Span): void {
     if (endedByDeadline(span)) {
       span.setAttribute(ATTR_ERROR_TYPE, 'timeout');
@@ -56,14 +65,17 @@ export class DeadlineSpanProcessor implements SpanProcessor {
     span.setAttribute(ATTR_DEADLINE_OVERDUE_MS, overdueMs);
   }
 
+  /** Nothing: the span was marked in `onEnding`, while it could still change. */
   onEnd(_span: ReadableSpan): void {
     // Everything happens while the span can still be changed.
   }
 
+  /** Nothing to flush (it exports nothing): resolves at once. */
   forceFlush(): Promise<void> {
     return Promise.resolve();
   }
 
+  /** Nothing to release: resolves at once. */
   shutdown(): Promise<void> {
     return Promise.resolve();
   }

@@ -3,7 +3,12 @@ export type DeadlineSource = 'tick' | 'inbound' | 'scope' | 'policy' | 'headers'
 
 /** The reason a deadline aborts work: the deadline passed before the work finished. */
 export class DeadlineExceededError extends Error {
+  /** Always `DeadlineExceededError`. */
   override readonly name = 'DeadlineExceededError';
+  /**
+   * Always `ERR_DEADLINE_EXCEEDED`: {@link isDeadlineExceeded} recognises the error by it, also one
+   * thrown by another copy of lifeline in the process.
+   */
   readonly code = 'ERR_DEADLINE_EXCEEDED';
   /** The deadline that passed, epoch ms. */
   readonly deadline: number;

@@ -103,6 +103,16 @@ export class Diagnostics implements HealthDiagnostics {
     this.#stuck = new StuckWork(inFlight, snapshots, tracer, this.#redactor, { minIntervalMs, stuckAfterMs, maxBytes });
   }
 
+  /**
+   * What the catalog calls after each ping round. Emits a verdict (its spans and log lines) when a
+   * component turned unhealthy in the round, and again at most every `minIntervalMs` while any
+   * stays unhealthy; otherwise it emits nothing.
+   * @param turned - the components this round turned from healthy to unhealthy.
+   * @param anyUnhealthy - whether any component is unhealthy after the round (`turned` ones included).
+   * @param unhealthy - lists every unhealthy component, sorted by name, from the catalog. Called only
+   * when a verdict is emitted: rounds run every interval and mostly have nothing to explain, and the
+   * list is built by walking every component.
+   */
   onRound(turned: readonly DiagnosedComponent[], anyUnhealthy: boolean, unhealthy: () => readonly DiagnosedComponent[]): void {
     this.#process.start();
     if (!anyUnhealthy) {
@@ -131,6 +141,10 @@ export class Diagnostics implements HealthDiagnostics {
     this.#emit(snapshot(), block);
   }
 
+  /**
+   * The snapshot of these components now: the trees of their ticks' traces still in flight (with
+   * an in-flight tracker) and the process view. What a verdict exports, and `diagnose()` returns.
+   */
   snapshot(unhealthy: readonly DiagnosedComponent[]): DiagnosticSnapshot {
     const now = Date.now();
     return {

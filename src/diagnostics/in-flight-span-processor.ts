@@ -138,6 +138,7 @@ export class InFlightSpanProcessor implements SpanProcessor {
     return result;
   }
 
+  /** Starts tracking the span, with its creation stack when `captureStacks` wants it; when full, evicts the oldest. */
   onStart(span: Span, parentContext: Context): void {
     if (this.#untracked > 0) return;
     const { traceId, spanId } = span.spanContext();
@@ -175,6 +176,7 @@ export class InFlightSpanProcessor implements SpanProcessor {
     }
   }
 
+  /** Gives a failed span (status ERROR) with a creation stack the `code.*` attributes of the user's function that started it. */
   onEnding(span: Span): void {
     // A failed call (one its deadline aborted, above all) says which of the user's functions made
     // it: its error's own stack holds only timers and sockets. Only failures pay for the attributes.
@@ -213,14 +215,17 @@ export class InFlightSpanProcessor implements SpanProcessor {
     span.setAttribute('code.stacktrace', this.#redactor.text(frames.join('\n')));
   }
 
+  /** Stops tracking the span: it is no longer in flight. */
   onEnd(span: ReadableSpan): void {
     this.#forget(span.spanContext().spanId);
   }
 
+  /** Nothing to flush (it exports nothing): resolves at once. */
   forceFlush(): Promise<void> {
     return Promise.resolve();
   }
 
+  /** Forgets every tracked span. */
   shutdown(): Promise<void> {
     this.#spans.clear();
     this.#tickTraces.clear();

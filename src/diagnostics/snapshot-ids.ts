@@ -21,6 +21,7 @@ export class SnapshotIdGenerator implements IdGenerator {
     this.#ids = ids;
   }
 
+  /** The trace ID {@link SnapshotIdGenerator.inTrace} chose, for the root span started in it; else a new one from `ids`. */
   generateTraceId(): string {
     const chosen = this.#nextTraceId;
     if (chosen === undefined) return this.#ids.generateTraceId();
@@ -28,6 +29,7 @@ export class SnapshotIdGenerator implements IdGenerator {
     return chosen;
   }
 
+  /** A new span ID from `ids`. */
   generateSpanId(): string {
     return this.#ids.generateSpanId();
   }

@@ -12,7 +12,9 @@ export interface DiagnosedComponent {
 export interface InFlightNode {
   /** The span's name, redacted. */
   readonly name: string;
+  /** Its trace ID: 32 lowercase hex digits, as in W3C `traceparent`. */
   readonly traceId: string;
+  /** Its span ID: 16 lowercase hex digits. */
   readonly spanId: string;
   /** Its parent's span ID; `undefined` for a root, or a parent that has ended. */
   readonly parentSpanId: string | undefined;

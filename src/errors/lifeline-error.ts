@@ -11,7 +11,9 @@ export type LifelineErrorCode =
 
 /** The error lifeline throws for misuse of its API; `code` says which misuse. */
 export class LifelineError extends Error {
+  /** Always `LifelineError`. */
   override readonly name = 'LifelineError';
+  /** Which misuse it was: `ERR_INVALID_OPTION` for an option out of its bounds, say. */
   readonly code: LifelineErrorCode;
 
   constructor(code: LifelineErrorCode, message: string, options?: ErrorOptions) {

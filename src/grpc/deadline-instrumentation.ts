@@ -70,6 +70,10 @@ export class GrpcDeadlineInstrumentation extends InstrumentationBase<GrpcDeadlin
     return policy;
   }
 
+  /**
+   * What it patches in `@grpc/grpc-js` 1.x: `Server.prototype.addService` (handlers run under the
+   * caller's deadline) and the client's intercepting call (calls get the context's deadline).
+   */
   protected init(): InstrumentationNodeModuleDefinition {
     return new InstrumentationNodeModuleDefinition(
       '@grpc/grpc-js',

@@ -24,7 +24,10 @@ export interface HealthCatalogOptions {
    * verdict. Default 2.
    */
   maxMissedTicks?: number;
-  /** @deprecated Renamed {@link HealthCatalogOptions.maxMissedTicks}; `buffer` is read when that is not given. */
+  /**
+   * The old name of {@link HealthCatalogOptions.maxMissedTicks}.
+   * @deprecated Renamed {@link HealthCatalogOptions.maxMissedTicks}; `buffer` is read when that is not given.
+   */
   buffer?: number;
   /** Where tick spans go. Default: the global tracer provider. */
   tracerProvider?: TracerProvider;
@@ -151,7 +154,10 @@ export class HealthCatalog {
     this.#diagnostics = this.#diagnosticsFrom(diagnostics);
   }
 
-  /** @deprecated Renamed {@link HealthCatalog.maxMissedTicks}. */
+  /**
+   * The old name of {@link HealthCatalog.maxMissedTicks}.
+   * @deprecated Renamed {@link HealthCatalog.maxMissedTicks}.
+   */
   get buffer(): number {
     return this.maxMissedTicks;
   }
@@ -301,7 +307,10 @@ export class HealthCatalog {
     }
   }
 
-  /** @deprecated Renamed {@link HealthCatalog.runRound}: it runs a round and may change verdicts. */
+  /**
+   * The old name of {@link HealthCatalog.runRound}.
+   * @deprecated Renamed {@link HealthCatalog.runRound}: it runs a round and may change verdicts.
+   */
   check(): void {
     this.runRound();
   }
@@ -450,9 +459,18 @@ function insertSorted(sorted: readonly string[], name: string): string[] {
   return result;
 }
 
-/** @deprecated Renamed {@link HealthCatalog}: a catalog, beside the `health` instance. Goes in 1.0. */
+/**
+ * The old name of the {@link HealthCatalog} class.
+ * @deprecated Renamed {@link HealthCatalog}: a catalog, beside the `health` instance. Goes in 1.0.
+ */
 export const Health = HealthCatalog;
-/** @deprecated Renamed {@link HealthCatalog}. */
+/**
+ * The old name of the {@link HealthCatalog} type.
+ * @deprecated Renamed {@link HealthCatalog}.
+ */
 export type Health = HealthCatalog;
-/** @deprecated Renamed {@link HealthCatalogOptions}. */
+/**
+ * The old name of {@link HealthCatalogOptions}.
+ * @deprecated Renamed {@link HealthCatalogOptions}.
+ */
 export type HealthOptions = HealthCatalogOptions;

@@ -19,7 +19,10 @@ import {
  */
 export type ProbeKind = 'liveness' | 'readiness' | 'startup';
 
-/** @deprecated Renamed {@link ProbeKind}: one vocabulary for probes. */
+/**
+ * The old name of {@link ProbeKind}.
+ * @deprecated Renamed {@link ProbeKind}: one vocabulary for probes.
+ */
 export type ComponentProbe = ProbeKind;
 
 /** @internal What a tick is made from when a component takes it. */

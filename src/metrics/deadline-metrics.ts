@@ -48,10 +48,15 @@ export class DeadlineMetricsSpanProcessor implements SpanProcessor {
     this.#maxAddresses = maxServerAddresses;
   }
 
+  /** Nothing: a span is counted when it ends. */
   onStart(_span: Span, _parentContext: Context): void {
     // Counted once the span ends: only then is it known to have run out of time.
   }
 
+  /**
+   * Counts the span in `lifeline.deadline.exceeded` if its deadline ended it, or in
+   * `lifeline.deadline.missing` if it is a client span nothing bounded.
+   */
   onEnd(span: ReadableSpan): void {
     const attributes = span.attributes;
     // A verdict's snapshot of work in flight copies its attributes: the real span counts when it ends.
@@ -68,10 +73,12 @@ export class DeadlineMetricsSpanProcessor implements SpanProcessor {
     }
   }
 
+  /** Nothing to flush: the meter provider exports the counts. Resolves at once. */
   forceFlush(): Promise<void> {
     return Promise.resolve();
   }
 
+  /** Nothing to release (the meter provider is shut down by its owner): resolves at once. */
   shutdown(): Promise<void> {
     return Promise.resolve();
   }

@@ -3,7 +3,13 @@ import type { HealthStatus, ProbeKind } from '../health/index.js';
 
 /** What a probe server reads: a {@link HealthCatalog}, or (in the watchdog thread) its published verdicts. */
 export interface HealthView {
+  /** The verdicts a probe request for `probe` answers with; asked on every request, so a cheap read that never waits. */
   status(probe: ProbeKind): HealthStatus;
+  /**
+   * The snapshot `GET /debug/diagnostics` serves. A promise when it is built elsewhere: the
+   * watchdog thread asks the main thread for it, and fails (the server answers 503) while that
+   * thread's event loop is blocked.
+   */
   diagnose(): DiagnosticSnapshot | Promise<DiagnosticSnapshot>;
 }
 

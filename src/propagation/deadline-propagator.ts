@@ -82,6 +82,11 @@ export class DeadlinePropagator implements TextMapPropagator {
     // see above
   }
 
+  /**
+   * `ctx` with the deadline the request's smallest budget sets (`source` `inbound`, within
+   * `minInboundMs`..`maxInboundMs`) when its caller is trusted and that deadline is sooner than
+   * `ctx`'s; else `ctx` as it is.
+   */
   extract(ctx: Context, carrier: unknown, getter: TextMapGetter): Context {
     const { trust } = this.#inbound;
     if (trust.fixed === false) return ctx;
@@ -114,6 +119,10 @@ export class DeadlinePropagator implements TextMapPropagator {
     );
   }
 
+  /**
+   * `['x-request-timeout-ms']` ({@link DEADLINE_HEADER}), lifeline's own header; the mesh's budget
+   * headers `extract` reads as well are not listed.
+   */
   fields(): string[] {
     return [DEADLINE_HEADER];
   }

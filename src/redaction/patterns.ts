@@ -2,7 +2,7 @@
 // regular expressions built once. Each is written so that a scan stays linear in its input (see
 // the note above the scanner's alternatives); `Scanner` applies them.
 
-// What a secret is replaced with. A line comment: TSDoc here would change the published reference.
+/** What a secret is replaced with wherever lifeline redacts: `token=REDACTED`, `Authorization: Bearer REDACTED`. */
 export const REDACTED = 'REDACTED';
 
 /** Rounds of percent-decoding a key gets: `%2574oken` is `token` encoded twice; bounded, each round is a pass over the key. */

@@ -13,12 +13,12 @@ const DIAGNOSTIC_PREFIX = 'lifeline.diagnostic.';
  * among the span processors: batch and simple processors alike export the redacted span. (A
  * processor of your own that adds attributes in its `onEnding` must come before it.)
  *
- * What it hides, and how to extend it, is {@link RedactionOptions}; each value is scanned once, in
- * time linear in its length, and cut at `maxValueLength`.
+ * What it hides, and how to extend it, is {@link otel-lifeline#RedactionOptions}; each value is
+ * scanned once, in time linear in its length, and cut at `maxValueLength`.
  *
  * @example
  * ```ts
- * import { DEFAULT_SECRET_WORDS, RedactionSpanProcessor } from 'otel-lifeline';
+ * import { DEFAULT_SECRET_WORDS, RedactionSpanProcessor } from 'otel-lifeline/sdk';
  *
  * const sdk = new NodeSDK({
  *   spanProcessors: [
@@ -35,10 +35,12 @@ export class RedactionSpanProcessor implements SpanProcessor {
     this.#redactor = new Redactor(options);
   }
 
+  /** Nothing: a span is redacted once, as it ends. */
   onStart(_span: Span, _parentContext: Context): void {
     // Nothing: only ended spans are exported, and values set later would need a second pass.
   }
 
+  /** Redacts the span's attributes, event attributes, status message and name, before any processor's `onEnd`. */
   onEnding(span: Span): void {
     const redactor = this.#redactor;
     const attributes = span.attributes;
@@ -66,14 +68,17 @@ export class RedactionSpanProcessor implements SpanProcessor {
     if (name !== span.name) span.updateName(name);
   }
 
+  /** Nothing: the span was redacted in `onEnding`, while it could still change. */
   onEnd(_span: ReadableSpan): void {
     // Nothing: redacted in onEnding, while the span could still change.
   }
 
+  /** Nothing to flush (it exports nothing): resolves at once. */
   forceFlush(): Promise<void> {
     return Promise.resolve();
   }
 
+  /** Nothing to release: resolves at once. */
   shutdown(): Promise<void> {
     return Promise.resolve();
   }

@@ -28,7 +28,7 @@ export interface RedactionOptions {
    * `….key` (`cache.key`) is the namespace's key, a name, and is read as text. After a colon
    * without a space, digits are a port or a line (`auth-service:8080`, `token.js:12:3`) unless
    * the key ends in such a word (`pin:4821`, `token:123456`).
-   * Default {@link DEFAULT_SECRET_WORDS}; extend it rather than replace it:
+   * Default {@link otel-lifeline-sdk#DEFAULT_SECRET_WORDS}; extend it rather than replace it:
    * `queryKeys: [...DEFAULT_SECRET_WORDS, 'tenant']`.
    */
   queryKeys?: readonly string[];
@@ -44,7 +44,7 @@ export interface RedactionOptions {
 }
 
 /**
- * Words that name a secret (matched against key segments, see {@link RedactionOptions.queryKeys}).
+ * Words that name a secret (matched against key segments, see {@link otel-lifeline#RedactionOptions.queryKeys}).
  * Compounds written as one word (`accesstoken`, `jsessionid`) are listed since they form one
  * segment. Not `code`: as a segment it would hide `country_code` and `zip_code`, and an OAuth code
  * is single-use; add it if your callbacks carry one.

@@ -29,11 +29,13 @@ export class EvidenceSampler implements Sampler {
     this.#description = `EvidenceSampler{${sampler.toString()}}`;
   }
 
+  /** Samples lifeline's evidence spans; any other span as `sampler` decides, recorded even when that drops it. */
   shouldSample(context: Context, traceId: string, name: string, kind: SpanKind, attributes: Attributes, links: Link[]): SamplingResult {
     if (isEvidenceAtStart(attributes)) return SAMPLED;
     return this.#recording.shouldSample(context, traceId, name, kind, attributes, links);
   }
 
+  /** `EvidenceSampler{…}`, with the wrapped sampler's description inside. */
   toString(): string {
     return this.#description;
   }

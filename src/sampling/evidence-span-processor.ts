@@ -81,14 +81,20 @@ export class EvidenceSpanProcessor implements SpanProcessor {
     this.#maxTraces = maxEvidenceTraces;
   }
 
+  /** Passes the span to each wrapped processor's `onStart`. */
   onStart(span: Span, parentContext: Context): void {
     for (const processor of this.#exporting) processor.onStart(span, parentContext);
   }
 
+  /** Passes the span to each wrapped processor's `onEnding`. */
   onEnding(span: Span): void {
     for (const processor of this.#exporting) processor.onEnding?.(span);
   }
 
+  /**
+   * Exports the span (hands it to the wrapped processors' `onEnd`) if it is sampled or its trace is
+   * evidence, with the trace's held spans when this span makes it evidence; else holds it.
+   */
   onEnd(span: ReadableSpan): void {
     const context = span.spanContext();
     if ((context.traceFlags & TraceFlags.SAMPLED) !== 0) {
@@ -108,10 +114,12 @@ export class EvidenceSpanProcessor implements SpanProcessor {
     }
   }
 
+  /** Flushes the wrapped processors; held spans stay held (their traces are not evidence). */
   forceFlush(): Promise<void> {
     return Promise.all(this.#exporting.map((processor) => processor.forceFlush())).then(() => undefined);
   }
 
+  /** Drops the held spans and shuts the wrapped processors down. */
   shutdown(): Promise<void> {
     this.#held.fill(undefined);
     this.#heldBytes = 0;

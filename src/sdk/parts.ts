@@ -88,6 +88,7 @@ export interface LifelinePartsOptions {
 
 /** A started lifeline: the catalog, its probe server, and the SDK's flush and shutdown. */
 export interface Lifeline {
+  /** The catalog it serves and explains: the `health` option, else the process-wide `health`. `shutdown` closes it. */
   readonly health: HealthCatalog;
   /** The probe server, or `undefined` when started with `probe: false`. */
   readonly probe: ProbeServer | undefined;

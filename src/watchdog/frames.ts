@@ -5,10 +5,13 @@ import { fileURLToPath } from 'node:url';
 
 /** One frame of the blocked thread's JavaScript stack, innermost first. Lines and columns 1-based. */
 export interface BlockedFrame {
+  /** The function's name as V8 gives it (`crunchReport`), or `''` for an anonymous one. */
   readonly function: string;
   /** A file path for files, else the script URL (`node:internal/…`), or `''` when unknown. */
   readonly file: string;
+  /** The line in `file`, 1-based (in the source file when a source map was read). */
   readonly line: number;
+  /** The column in that line, 1-based. */
   readonly column: number;
 }
 

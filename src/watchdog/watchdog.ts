@@ -78,6 +78,7 @@ export interface EventLoopBlock {
 
 /** A running watchdog. */
 export interface Watchdog {
+  /** How long the event loop must not run to count as blocked, in ms: the option it was started with, default 5 000. */
   readonly thresholdMs: number;
   /**
    * Serves `health`'s probes from the watchdog thread (options as {@link startProbeServer}'s), so
