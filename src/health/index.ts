@@ -1,14 +1,5 @@
-export {
-  HealthCatalog,
-  PROBE_KINDS,
-  processCatalog,
-  useDiagnostics,
-  type HealthCatalogOptions,
-  type EventLoopStatus,
-  type HealthStatus,
-  SELF_COMPONENT,
-  type RegisterOptions,
-} from './catalog.js';
+export { HealthCatalog, PROBE_KINDS, processCatalog, useDiagnostics, SELF_COMPONENT } from './catalog.js';
+export type { EventLoopStatus, HealthCatalogOptions, HealthStatus, RegisterOptions } from './catalog-options.js';
 // The names before HealthCatalog, still exported until 1.0.
 // eslint-disable-next-line @typescript-eslint/no-deprecated
 export { Health, type HealthOptions } from './catalog.js';

@@ -14,6 +14,7 @@
  * const stuck = spans.filter((span) => span.attributes[ATTR_IN_FLIGHT] === true);
  * const late = spans.filter((span) => span.attributes[ATTR_DEADLINE_EXCEEDED] === true);
  * ```
+ * @packageDocumentation
  */
 
 // ---- Scope ----
