@@ -1,7 +1,7 @@
 import { MAX_TIMER_MS } from '../errors/index.js';
 import type { Logger } from '../log/index.js';
 import { Redactor } from '../redaction/index.js';
-import { envInteger } from './env-config.js';
+import { envInteger, healthIntervalFromEnv } from './env-config.js';
 
 /**
  * The environment settings lifeline reads, or hands to the OpenTelemetry SDK, that are warned about
@@ -170,9 +170,9 @@ export function envCorrections(env: NodeJS.ProcessEnv = process.env): EnvCorrect
   }
 
   // Valid, but a catalog ticking faster than once a second gives its ticks deadlines that short.
-  const health = envInteger(env, 'LIFELINE_HEALTH_INTERVAL_MS', 1, Number.MAX_SAFE_INTEGER);
-  if (!('invalid' in health) && health.value !== undefined && health.value < DOUBTFUL_HEALTH_INTERVAL_MS) {
-    const ms = String(health.value);
+  const healthInterval = healthIntervalOrNone(env);
+  if (healthInterval !== undefined && healthInterval < DOUBTFUL_HEALTH_INTERVAL_MS) {
+    const ms = String(healthInterval);
     found.push({
       variable: 'LIFELINE_HEALTH_INTERVAL_MS',
       value: ms,
@@ -268,4 +268,13 @@ function redacted(value: string): string {
   // Redacted whole, then cut: cut first, a credential's `@host` could fall past the cut, and the
   // credential with it out of the rule's sight.
   return redactor.text(value).slice(0, 64);
+}
+
+/** The interval the variable sets, by its one rule; `undefined` when unset or invalid (the start fails on that, naming it). */
+function healthIntervalOrNone(env: NodeJS.ProcessEnv): number | undefined {
+  try {
+    return healthIntervalFromEnv(env);
+  } catch {
+    return undefined;
+  }
 }

@@ -8,7 +8,6 @@ import { MAX_TIMER_MS, numberOption } from '../errors/index.js';
 import { installRouteNames, policyDeadlineOf } from '../http/index.js';
 import { trackHttpServers, watchEnding } from '../shutdown/index.js';
 import { DeadlinePolicy } from '../policy/index.js';
-import { SETTINGS } from '../settings/index.js';
 import { installDriverDeadlines } from '../drivers/index.js';
 import { installHttp2Deadlines } from '../http2/index.js';
 import type { Installed } from '../install/index.js';
@@ -102,8 +101,7 @@ export function assembleParts(
     try {
       const onBlock = options.watchdog?.onBlock;
       return startWatchdog({
-        // The interval, within the thresholds the thread takes.
-        thresholdMs: Math.max(SETTINGS.watchdogThreshold.min, Math.min(interval, 5_000)),
+        thresholdMs: Math.min(interval, 5_000), // an interval is never below the least threshold (src/settings)
         ...(redact === undefined ? {} : { redact }),
         ...(options.logger === undefined ? {} : { logger: options.logger }),
         ...options.watchdog,

@@ -19,7 +19,8 @@ const MAX_BUDGET_MS = 1e15;
 /** Every numeric setting that has both an option and a variable. */
 export const SETTINGS = {
   probePort: { option: 'port', env: 'LIFELINE_PROBE_PORT', min: 0, max: 65_535, integer: true },
-  healthInterval: { option: 'interval', env: 'LIFELINE_HEALTH_INTERVAL_MS', min: 0, above: true, max: MAX_TIMER_MS, unit: 'ms' },
+  // At least the watchdog's least threshold, which defaults to the interval.
+  healthInterval: { option: 'interval', env: 'LIFELINE_HEALTH_INTERVAL_MS', min: 10, max: MAX_TIMER_MS, unit: 'ms' },
   defaultTimeout: { option: 'defaultTimeoutMs', env: 'LIFELINE_DEFAULT_TIMEOUT_MS', min: 0, above: true, max: MAX_BUDGET_MS, unit: 'ms' },
   headersTimeout: { option: 'headersTimeoutMs', env: 'LIFELINE_HEADERS_TIMEOUT_MS', min: 0, max: MAX_BUDGET_MS, unit: 'ms' },
   stuckAfter: { option: 'diagnostics.stuckAfterMs', env: 'LIFELINE_STUCK_AFTER_MS', min: 1, max: MAX_TIMER_MS, unit: 'ms' },
