@@ -26,7 +26,11 @@ const RESERVED = [SELF_COMPONENT, DRAIN_COMPONENT];
 /** Every probe. */
 export const PROBE_KINDS: readonly ProbeKind[] = ['liveness', 'readiness', 'startup'];
 // The probe server's paths, which status() still takes: `/live`, `/ready`, `/startup`.
-const PATHS: Readonly<Record<string, ProbeKind>> = { live: 'liveness', ready: 'readiness', startup: 'startup' };
+const PATHS: ReadonlyMap<unknown, ProbeKind> = new Map([
+  ['live', 'liveness'],
+  ['ready', 'readiness'],
+  ['startup', 'startup'],
+]);
 const MEMBERS: Record<ProbeKind, readonly ProbeKind[]> = {
   liveness: ['liveness'],
   readiness: ['liveness', 'readiness'],
@@ -170,7 +174,7 @@ export class HealthCatalog {
    * nothing changes. The probe servers' short names (`live`, `ready`) are still taken.
    */
   status(probe: ProbeKind | 'live' | 'ready' = 'readiness'): HealthStatus {
-    const kind = oneOf('probe', (PATHS as Partial<Record<string, ProbeKind>>)[probe] ?? probe, PROBE_KINDS);
+    const kind = oneOf('probe', PATHS.get(probe) ?? probe, PROBE_KINDS);
     const verdicts = (this.#verdicts[kind] ??= this.#collect(kind));
     const selfHealthy = this.#selfHealthy();
     const draining = this.#draining && kind === 'readiness';

@@ -250,7 +250,7 @@ export function startWatchdog(options: WatchdogOptions = {}): Watchdog {
         stalledMs: Math.round(message.stalledMs),
         starvedMs: Math.round(message.starvedMs),
         ...(message.mainThreadCpuMs === undefined ? {} : { mainThreadCpuMs: Math.round(message.mainThreadCpuMs) }),
-        startedAt: message.startedAt,
+        startedAt: isoTime(message.startedAt), // for a person reading the log
         ...(unsaid === 0 ? {} : { unsaid }),
       },
       `lifeline: the process got no CPU for ${(message.starvedMs / 1_000).toFixed(1)} s (stopped, paused, or throttled at its CPU limit): the event loop stalled ${(message.stalledMs / 1_000).toFixed(1)} s, starved, not blocked`,
@@ -381,7 +381,7 @@ function toBlock(message: BlockMessage): EventLoopBlock {
   const where = top !== undefined ? ` in ${describeFrame(top)}` : message.native ? ' outside JavaScript' : '';
   return {
     blockedMs: message.blockedMs,
-    startedAt: message.startedAt,
+    startedAt: Math.round(message.startedAt),
     frames: message.frames,
     top,
     blockedIn: top === undefined ? undefined : describeFrame(top),

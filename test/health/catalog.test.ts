@@ -369,6 +369,7 @@ describe('names renamed in this version still work, as the CHANGELOG says', () =
     expect(health.status('ready')).toBe(health.status('readiness'));
     expect(health.status()).toBe(health.status('readiness'));
     expect(() => health.status('alive' as 'live')).toThrow(/probe/);
+    expect(() => health.status('constructor' as 'live')).toThrow('invalid probe: "constructor"'); // no prototype lookup
   });
 
   it('Health is HealthCatalog', () => {
