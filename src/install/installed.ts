@@ -36,6 +36,11 @@ export class Installs<Options> {
     this.#apply = apply;
   }
 
+  /** The options of the install in force, if any. */
+  get current(): Options | undefined {
+    return this.#line.at(-1)?.options;
+  }
+
   /** How many installs are in place (the latest in force). */
   get size(): number {
     return this.#line.length;

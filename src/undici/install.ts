@@ -35,12 +35,19 @@ interface DispatcherInstall {
   readonly given: Dispatcher | undefined;
   readonly interceptor: Dispatcher.DispatcherComposeInterceptor;
   last?: ActiveDispatcher;
+  /** The Agent lifeline made for it, kept across swaps (built on again) and closed at its uninstall. */
+  agent?: Dispatcher | undefined;
+  /** Its dispatcher was wrapped by someone else while in force: never closed under them. */
+  wrapped?: boolean;
 }
 
 /** A dispatcher with deadlines in the global slots, and how to take it out. */
 interface ActiveDispatcher {
   readonly dispatcher: Dispatcher;
-  uninstall(): void;
+  /** The Agent made to build it on, if one was. */
+  readonly made: Dispatcher | undefined;
+  /** Puts the previous global dispatcher back, if this one is still the global one: whether it was. */
+  uninstall(): boolean;
 }
 
 // Every undici copy (Node's bundled one, the app's, lifeline's) keeps the global dispatcher in these
@@ -63,11 +70,17 @@ type Slots = Record<symbol, unknown>;
  * ```
  */
 export function installDeadlineDispatcher(options: DeadlineDispatcherOptions = {}): InstalledDeadlineDispatcher {
-  const { dispatcher: given, ...policy } = options;
-  const install: DispatcherInstall = { given, interceptor: deadlineInterceptor(policy) }; // a bad policy throws before any global changes
+  const { dispatcher, ...policy } = options;
+  const interceptor = deadlineInterceptor(policy); // a bad policy throws before any global changes
+  // A later install without a dispatcher of its own builds on the one the install it replaces was
+  // given (an app's ProxyAgent, say), as it would have built on that install's global dispatcher.
+  const install: DispatcherInstall = { given: dispatcher ?? installs.current?.given, interceptor };
   const handle = installs.add(install);
   const uninstall = (): void => {
     handle.uninstall();
+    // An agent we made is ours to close (gracefully: calls in flight finish); any other is not.
+    if (install.wrapped !== true) void install.agent?.close();
+    install.agent = undefined;
   };
   return {
     get dispatcher() {
@@ -81,36 +94,46 @@ export function installDeadlineDispatcher(options: DeadlineDispatcherOptions = {
 // Installing again takes the install in force out (its dispatcher leaves the global slots) and
 // builds on what the slots then hold, so two installs never stack their interceptors.
 const installs = new Installs<DispatcherInstall>((install) => {
-  const active = activate(install.given, install.interceptor);
+  const active = activate(install.given, install.interceptor, install.agent);
   install.last = active;
   return () => {
-    active.uninstall();
+    if (active.uninstall()) install.agent ??= active.made;
+    else install.wrapped = true;
   };
 });
 
-function activate(given: Dispatcher | undefined, interceptor: Dispatcher.DispatcherComposeInterceptor): ActiveDispatcher {
+function activate(
+  given: Dispatcher | undefined,
+  interceptor: Dispatcher.DispatcherComposeInterceptor,
+  agent: Dispatcher | undefined,
+): ActiveDispatcher {
   const slots = globalThis as unknown as Slots;
   const previous = { current: slots[SLOT], legacy: slots[LEGACY_SLOT] };
   const replaceable =
     previous.current === undefined
       ? previous.legacy === undefined
       : typeof previous.current === 'object' && previous.current !== null && isStockAgent(previous.current);
-  return given === undefined && replaceable ? installOnFirstDispatch(interceptor, previous) : installNow(given, interceptor);
+  return given === undefined && replaceable ? installOnFirstDispatch(interceptor, previous, agent) : installNow(given, interceptor, agent);
 }
 
-function installNow(given: Dispatcher | undefined, interceptor: Dispatcher.DispatcherComposeInterceptor): ActiveDispatcher {
+/** `agent`: an Agent lifeline made for the same install before, to build on again rather than make another. */
+function installNow(
+  given: Dispatcher | undefined,
+  interceptor: Dispatcher.DispatcherComposeInterceptor,
+  agent?: Dispatcher,
+): ActiveDispatcher {
   const slots = globalThis as unknown as Slots;
   // Loading undici puts an Agent of its own in the slots when there is none yet, as a first fetch would.
   const undici = ownUndici();
   const previous = { current: slots[SLOT], legacy: slots[LEGACY_SLOT] };
   let made: Dispatcher | undefined;
   // Slots emptied by a stand-in below while this undici copy was already loaded: nothing to build on.
-  let base = given ?? (previous.current as Dispatcher | undefined) ?? (made = new undici.Agent());
+  let base = given ?? (previous.current as Dispatcher | undefined) ?? (made = agent ?? new undici.Agent());
   if (given === undefined && !(base instanceof undici.Dispatcher) && isStockAgent(base)) {
     // An Agent with nothing configured, typically Node's own (undici 7, bundled): an Agent of
     // lifeline's undici 8 is the same, and it can take a request out of its connect queue at the
     // deadline, which undici 7 cannot (there the caller is freed, but the connect goes on).
-    base = made = new undici.Agent();
+    base = made = agent ?? new undici.Agent();
   }
   const dispatcher = compose(base, adoptFormData(base instanceof undici.Dispatcher ? undici.FormData : undefined), interceptor);
   if (base === previous.current && previous.legacy === previous.current) {
@@ -123,12 +146,12 @@ function installNow(given: Dispatcher | undefined, interceptor: Dispatcher.Dispa
   }
   return {
     dispatcher,
+    made,
     uninstall() {
-      if (slots[SLOT] !== dispatcher) return; // wrapped or replaced since: still in use
+      if (slots[SLOT] !== dispatcher) return false; // wrapped or replaced since: still in use
       writeSlot(SLOT, previous.current);
       writeSlot(LEGACY_SLOT, previous.legacy);
-      // An agent we made is ours to close (gracefully: calls in flight finish); any other is not.
-      void made?.close();
+      return true;
     },
   };
 }
@@ -142,6 +165,7 @@ function installNow(given: Dispatcher | undefined, interceptor: Dispatcher.Dispa
 function installOnFirstDispatch(
   interceptor: Dispatcher.DispatcherComposeInterceptor,
   previous: { current: unknown; legacy: unknown },
+  agent: Dispatcher | undefined,
 ): ActiveDispatcher {
   const slots = globalThis as unknown as Slots;
   let installed: ActiveDispatcher | undefined;
@@ -150,7 +174,7 @@ function installOnFirstDispatch(
     if (installed === undefined) {
       writeSlot(SLOT, previous.current);
       writeSlot(LEGACY_SLOT, previous.legacy);
-      installed = installNow(undefined, interceptor);
+      installed = installNow(undefined, interceptor, agent);
     }
     return installed;
   };
@@ -159,9 +183,11 @@ function installOnFirstDispatch(
   // Anything else asked of a stand-in (`compose`, `on`, `instanceof`…) builds the real dispatcher
   // and is answered by it, so code that reads the global dispatcher at start-up sees a real one.
   const standIn = (slot: symbol): Dispatcher => {
+    // Taken out before its first request (uninstalled, or replaced by a later install), a stand-in
+    // someone kept hands its calls to whatever is global now: building its own would put it back.
     const builtInSlot = (): object => {
-      real();
-      return slots[slot] as object;
+      if (!removed) real();
+      return (slots[slot] as object | undefined) ?? ownUndici().getGlobalDispatcher();
     };
     const dispatch = (opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean =>
       (builtInSlot() as Dispatcher).dispatch(opts, handler);
@@ -187,18 +213,23 @@ function installOnFirstDispatch(
   writeSlot(LEGACY_SLOT, standIn(LEGACY_SLOT));
   return {
     get dispatcher() {
-      if (removed) throw new LifelineError('ERR_CLOSED', 'the deadline dispatcher was uninstalled before its first request');
+      if (removed)
+        throw new LifelineError(
+          'ERR_CLOSED',
+          'the deadline dispatcher was taken out (uninstalled, or replaced by a later install) before its first request',
+        );
       return real().dispatcher;
     },
+    get made() {
+      return installed?.made;
+    },
     uninstall() {
-      if (installed !== undefined) {
-        installed.uninstall();
-        return;
-      }
-      if (slots[SLOT] !== current) return; // replaced since: leave it
+      if (installed !== undefined) return installed.uninstall();
+      if (slots[SLOT] !== current) return false; // replaced since: leave it
       removed = true;
       writeSlot(SLOT, previous.current);
       writeSlot(LEGACY_SLOT, previous.legacy);
+      return true;
     },
   };
 }

@@ -1,4 +1,5 @@
 import { request as httpRequest } from 'node:http';
+import { Agent, type Dispatcher } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installDeadlineDispatcher, installHttpDeadlines, isDeadlineExceeded, withTimeout } from '../../src/index.js';
 import { Installs } from '../../src/install/index.js';
@@ -116,5 +117,48 @@ describe('installing a client family twice', () => {
       first.uninstall();
     }
     expect(globalDispatcher()).toBe(before); // nothing of either left
+  });
+
+  it('undici: a later install without a dispatcher builds on the one the install it replaces was given', async () => {
+    const seen: string[] = [];
+    const custom = new Agent().compose((dispatch) => (opts, handler) => {
+      seen.push(opts.path);
+      return dispatch(opts, handler);
+    });
+    const first = installDeadlineDispatcher({ dispatcher: custom });
+    const second = installDeadlineDispatcher(shortRule());
+    try {
+      const { error } = await cut(
+        (fn) => withTimeout(5_000, fn),
+        () => fetch(`${server.url}/through-custom`),
+      );
+      expect(deadlineErrorOf(error)?.source).toBe('policy'); // the second's rule, in force
+      expect(seen).toContain('/through-custom'); // on the first's dispatcher
+    } finally {
+      second.uninstall();
+      first.uninstall();
+      await custom.close();
+    }
+  });
+
+  it('undici: a stand-in kept from an install replaced before its first request passes its calls to the install in force', async () => {
+    const before = globalDispatcher();
+    const first = installDeadlineDispatcher();
+    // What code that read the global dispatcher early holds: Node's fetch reads the older API's slot.
+    const kept = (globalThis as Record<symbol, unknown>)[Symbol.for('undici.globalDispatcher.1')] as Dispatcher;
+    const second = installDeadlineDispatcher(shortRule());
+    try {
+      const { error } = await cut(
+        (fn) => withTimeout(5_000, fn),
+        () => fetch(`${server.url}/kept`, { dispatcher: kept } as unknown as RequestInit),
+      );
+      expect(deadlineErrorOf(error)?.source).toBe('policy'); // the second's rule
+      expect(globalDispatcher()).toBe(second.dispatcher); // the second's, built by that call: the first did not put itself back
+      expect(() => first.dispatcher).toThrow(/replaced by a later install/);
+    } finally {
+      second.uninstall();
+      first.uninstall();
+    }
+    expect(globalDispatcher()).toBe(before);
   });
 });
