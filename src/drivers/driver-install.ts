@@ -11,20 +11,19 @@ import { DeadlinePolicy, type DeadlinePolicyOptions } from '../policy/index.js';
 export class DriverInstall {
   /** The policy of the install in force; `undefined` when none is. */
   policy: DeadlinePolicy | undefined;
-  #patches: readonly ModuleFilePatch[] = [];
-  readonly #installs = new Installs<DeadlinePolicy>((policy) => {
-    this.policy = policy;
-    const modules = patchModuleFiles(this.#patches);
-    return () => {
-      this.policy = undefined;
-      modules.uninstall();
-    };
-  });
+  readonly #installs = new Installs<{ readonly policy: DeadlinePolicy; readonly patches: readonly ModuleFilePatch[] }>(
+    ({ policy, patches }) => {
+      this.policy = policy;
+      const modules = patchModuleFiles(patches);
+      return () => {
+        this.policy = undefined;
+        modules.uninstall();
+      };
+    },
+  );
 
   /** Validates `options` (a bad policy throws before anything is patched), then applies `patches`. */
   install(options: DeadlinePolicyOptions, patches: readonly ModuleFilePatch[]): Installed {
-    const policy = new DeadlinePolicy(options);
-    this.#patches = patches;
-    return this.#installs.add(policy);
+    return this.#installs.add({ policy: new DeadlinePolicy(options), patches });
   }
 }

@@ -118,11 +118,18 @@ type Request = (this: ClientHttp2Session, headers?: RequestHeaders, options?: un
 function sendDeadlineHeader(policy: DeadlinePolicy): { reach(session: object): void; undo(): void } {
   let unwrapRequest: (() => void) | undefined;
   let wrapped = false;
-  const reach = (session: object): void => {
+  const reachPrototype = (prototype: object): void => {
     if (wrapped) return;
     wrapped = true;
-    unwrapRequest = wrapRequest(policy, Object.getPrototypeOf(session) as object);
+    sessionPrototype = prototype;
+    unwrapRequest = wrapRequest(policy, prototype);
   };
+  const reach = (session: object): void => {
+    reachPrototype(Object.getPrototypeOf(session) as object);
+  };
+  // Known from an install before this one (this one replaces it): wrapped at once, so the next
+  // stream of a session already connected carries the header too.
+  if (sessionPrototype !== undefined) reachPrototype(sessionPrototype);
   // node:http2 costs a process ~4 MB and ~15 ms to load (nghttp2, TLS): wrapped when the app loads it, not before.
   let unwrapConnect: (() => void) | undefined;
   let installed = true;
@@ -155,6 +162,8 @@ function sendDeadlineHeader(policy: DeadlinePolicy): { reach(session: object): v
 }
 
 const KIND = 'lifeline.http2Deadlines';
+/** `ClientHttp2Session.prototype`, once an install has reached it (Node does not export the class). */
+let sessionPrototype: object | undefined;
 type Connect = (...args: unknown[]) => ClientHttp2Session;
 let loadedHttp2: typeof import('node:http2') | undefined;
 /** node:http2, once the app has it (the wrap of `connect`, a stream to end). */

@@ -192,8 +192,8 @@ export function assembleParts(
       /**
        * Releases what this start installed, one list for a failed start and for shutdown: probes
        * last, so liveness answers until the end; the catalog (at shutdown only) before the
-       * diagnostics it was given. Whatever one part says, the rest are still released; what failed
-       * is said.
+       * diagnostics it was given. A probe server or watchdog that fails to close is logged and the
+       * rest still released; the uninstalls before them do not throw.
        */
       const release = async (closeCatalog: boolean): Promise<void> => {
         healthMetrics?.uninstall();
