@@ -129,7 +129,11 @@ export interface Lifeline {
  * ```
  */
 export interface LifelineParts {
-  /** Add these to your SDK's `spanProcessors`, in any place: in-flight tracking, deadline attributes, and redaction of every span before any exporter sees it. */
+  /**
+   * Add these to your SDK's `spanProcessors`, before or after your own: they come composed, in the
+   * order that is correct among themselves (in-flight tracking, deadline attributes, redaction of
+   * every span before any exporter sees it, and deadline metrics when metrics are on).
+   */
   readonly spanProcessors: readonly SpanProcessor[];
   /** W3C trace context and baggage, plus the deadline header: your SDK's `textMapPropagator`. */
   readonly propagator: TextMapPropagator;
