@@ -135,7 +135,11 @@ function headerHostsFromEnv(env: NodeJS.ProcessEnv, name: string): EnvConfig['de
   // The grammar deadlineHeaderHosts checks again: an entry passing here never fails the start there.
   const bad = entries.find((entry) => hostEntry(entry) === undefined);
   if (bad !== undefined)
-    throw invalidEnv(name, value, `internal, all, none, or comma-separated host names, .suffixes and IP addresses (${JSON.stringify(bad)} is none of them)`);
+    throw invalidEnv(
+      name,
+      value,
+      `internal, all, none, or comma-separated host names, .suffixes and IP addresses (${JSON.stringify(bad)} is none of them)`,
+    );
   return entries;
 }
 
